@@ -1,0 +1,53 @@
+# rbench — the README's two commands are `make run` and `make test`.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+export SPARK_LOCAL_IP ?= 127.0.0.1
+export PYSPARK_PYTHON := $(abspath $(PY))
+export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
+WORKLOAD ?= conf/workloads/quickstart.yaml
+
+.PHONY: run test unit bench bench-codec bench-amqp091 bench-streams bench-reduce broker build venv clean
+
+# Virtualenv with rbench installed editable (test and benchmark extras included).
+$(VENV)/.installed: pyproject.toml setup.py
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip setuptools wheel
+	$(PY) -m pip install -q -e '.[test,bench]'
+	touch $@
+
+venv: $(VENV)/.installed
+
+# Recompile ext/*.pyx into rbench/codec whenever a source changes.
+build: venv
+	$(PY) setup.py -q build_ext --inplace -j 2
+
+broker:
+	@bash scripts/ensure-broker.sh
+
+run: build broker
+	$(VENV)/bin/rbench run $(WORKLOAD)
+
+test: build broker
+	$(PY) -m pytest -q tests
+
+unit: build
+	$(PY) -m pytest -q tests/unit
+
+bench: bench-codec bench-amqp091 bench-streams bench-reduce
+
+bench-codec: build
+	$(PY) bench/bench_codec.py
+
+bench-amqp091: build broker
+	$(PY) bench/bench_amqp091.py
+
+bench-streams: build broker
+	$(PY) bench/bench_streams.py
+
+bench-reduce: build
+	$(PY) bench/bench_reduce.py
+
+clean:
+	rm -rf build rbench/codec/*.so ext/*.c

@@ -1,0 +1,3 @@
+"""rbench: distributed load generator and capacity-planning tool for RabbitMQ."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,63 @@
+"""`rbench` console script: one subcommand per module in rbench.commands.
+
+Each command module exposes ``HELP: str``, ``add_arguments(parser)`` and
+``run(args) -> int``. Errors rbench raises on purpose (RbenchError) print as one
+line on stderr with exit status 2; Ctrl-C exits 130 after the command cleaned up.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import sys
+from collections.abc import Sequence
+
+from rbench.errors import RbenchError
+
+# subcommand → module in rbench.commands (listed only when the module exists)
+COMMANDS: dict[str, str] = {
+    "run": "run",
+    "validate": "validate",
+    "plan": "plan",
+    "perftest": "perftest",
+    "reduce": "reduce",
+    "report": "report",
+    "stream-publish": "stream_publish",
+    "scalability": "scalability",
+}
+
+
+def _available() -> dict[str, str]:
+    return {
+        name: f"rbench.commands.{mod}"
+        for name, mod in COMMANDS.items()
+        if importlib.util.find_spec(f"rbench.commands.{mod}") is not None
+    }
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="rbench", description="Load generator and capacity planner for RabbitMQ, on Spark.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name, module_name in _available().items():
+        module = importlib.import_module(module_name)
+        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP, add_help=getattr(module, "ADD_HELP", True))
+        module.add_arguments(cmd)
+        cmd.set_defaults(_module=module)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return int(args._module.run(args) or 0)
+    except RbenchError as exc:
+        print(f"rbench {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"rbench {args.command}: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

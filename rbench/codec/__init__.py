@@ -1,0 +1,1 @@
+"""Public face of rbench's compiled codecs (built from ext/)."""

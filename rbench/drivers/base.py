@@ -1,0 +1,90 @@
+"""The driver interface: the only thing the runtime knows about a protocol.
+
+Kept deliberately small (see shared/DESIGN.md) so a native driver can replace the
+aio-pika reference without the runtime changing. Drivers never import Spark.
+
+Flow of one publish, as the runtime does it::
+
+    await pub.ready()            # confirm window has room and the connection is not blocked
+    stamp(payload, t_sent=now)   # runtime writes producer/seq/timestamps into the body prefix
+    pub.publish(payload, seq)    # written (or buffered for the next write); never awaits
+
+Outcomes come back through the ``PublishSink`` the runtime handed in: one
+``on_confirm`` per sequence number (a multiple ack is expanded by the driver) and
+``on_return`` with the returned body (the runtime reads seq from its stamp).
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Awaitable, Callable, Protocol, runtime_checkable
+
+from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
+from rbench.errors import ConfigError
+
+
+class PublishSink(Protocol):
+    """Where a publisher reports what the broker said about each message."""
+
+    def on_confirm(self, seq: int, acked: bool, t_ns: int) -> None: ...
+
+    def on_return(self, body: bytes | memoryview, t_ns: int) -> None: ...
+
+
+# Called for every delivered message with its body, the redelivered flag and the
+# receive time (time.time_ns() taken as early as the driver can). Must not block.
+OnMessage = Callable[[memoryview | bytes, bool, int], None]
+
+
+@runtime_checkable
+class Publisher(Protocol):
+    async def ready(self) -> None:
+        """Return once one more message may be published (window, flow control)."""
+
+    def publish(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
+        """Queue ``payload`` for writing; never awaits. ``seq`` identifies its confirm."""
+
+    async def drain(self, timeout: float) -> int:
+        """Wait until every published message is confirmed; return how many are still
+        outstanding when ``timeout`` seconds pass (0 when all came in)."""
+
+    async def aclose(self) -> None: ...
+
+
+@runtime_checkable
+class Consumer(Protocol):
+    async def aclose(self) -> None:
+        """Cancel the subscription; messages still in flight may be redelivered elsewhere."""
+
+
+@runtime_checkable
+class Driver(Protocol):
+    async def open(self, target: ClusterTarget) -> None: ...
+
+    async def declare(self, topology: Topology) -> None: ...
+
+    async def publisher(self, spec: PublisherSpec, sink: PublishSink) -> Publisher: ...
+
+    async def consumer(self, spec: ConsumerSpec, on_message: OnMessage) -> Consumer: ...
+
+    async def aclose(self) -> None: ...
+
+
+# name in the workload → "module:factory". Factories take no arguments.
+DRIVERS: dict[str, str] = {
+    "aiopika": "rbench.drivers.aiopika:AioPikaDriver",
+    "amqp091": "rbench.drivers.amqp091:Amqp091Driver",
+    "stream": "rbench.drivers.stream:StreamDriver",
+}
+
+
+def load_driver(name: str) -> Driver:
+    """Instantiate the driver a workload names; unknown names are a ConfigError."""
+    try:
+        path = DRIVERS[name]
+    except KeyError:
+        raise ConfigError(f"driver: expected one of {', '.join(sorted(DRIVERS))}, got {name!r}") from None
+    module_name, _, attr = path.partition(":")
+    module = importlib.import_module(module_name)
+    factory: Callable[[], Driver] = getattr(module, attr)
+    return factory()
+

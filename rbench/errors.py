@@ -1,0 +1,59 @@
+"""The few exception types rbench raises on purpose.
+
+Every error a user can cause (bad workload, broker down, wrong password, corrupt
+samples) is one of these, so the CLI can print a single line instead of a traceback.
+"""
+from __future__ import annotations
+
+
+class RbenchError(Exception):
+    """Base of every error rbench reports to a user as one line."""
+
+
+class ConfigError(RbenchError):
+    """A workload, flag or conf/ file is invalid; the message names the field."""
+
+
+class BrokerError(RbenchError):
+    """The broker refused, closed or could not be reached.
+
+    ``reply_code`` carries the AMQP reply code when the broker sent one
+    (e.g. 403 ACCESS_REFUSED, 404 NOT_FOUND, 406 PRECONDITION_FAILED).
+    """
+
+    def __init__(self, message: str, reply_code: int | None = None) -> None:
+        super().__init__(message)
+        self.reply_code = reply_code
+
+
+class ConnectError(BrokerError):
+    """No connection: refused, unreachable, timed out, or authentication failed."""
+
+
+class CodecError(RbenchError):
+    """Bytes on the wire do not follow the protocol; names the offset and what was expected."""
+
+    def __init__(self, message: str, offset: int | None = None) -> None:
+        super().__init__(message if offset is None else f"{message} (at offset {offset})")
+        self.offset = offset
+
+
+class SinkError(RbenchError):
+    """Samples could not be written or read (disk, Parquet, missing run directory)."""
+
+
+def mask_uri(uri: str) -> str:
+    """Return ``uri`` with any password replaced by ``***`` so it can be printed."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    try:
+        parts = urlsplit(uri)
+    except ValueError:
+        return "<unparseable uri>"
+    if parts.password is None:
+        return uri
+    user = parts.username or ""
+    host = parts.hostname or ""
+    if parts.port is not None:
+        host = f"{host}:{parts.port}"
+    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
