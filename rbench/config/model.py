@@ -1,0 +1,208 @@
+"""The workload file, validated at the YAML boundary.
+
+Field names follow RabbitMQ PerfTest's vocabulary where one exists (producers,
+consumers, rate, size, prefetch, multi_ack_every, confirm window) so a PerfTest user
+can read a workload file without a glossary; `rbench perftest` maps its flags here.
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from rbench.config.durations import Seconds
+
+QueueType = Literal["classic", "quorum", "stream"]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+
+class Cluster(_Model):
+    """A broker target; node count, instance and volume type feed the cost model."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$",
+                      description="Name used in every sample row and in the leaderboards.")
+    uris: list[str] = Field(min_length=1, description="AMQP 0.9.1 URIs (amqp:// or amqps://), tried in order.")
+    stream_uris: list[str] = Field(default_factory=list,
+                                   description="rabbitmq-stream:// URIs; derived from uris (port 5552) when empty.")
+    nodes: int = Field(default=1, ge=1)
+    instance_type: str = Field(default="local", description="Key of conf/costs.yaml instance_types.")
+    volume_type: str = Field(default="local", description="Key of conf/costs.yaml volume_types.")
+    volume_gb: int = Field(default=0, ge=0)
+
+    @field_validator("uris", "stream_uris")
+    @classmethod
+    def _schemes(cls, uris: list[str], info: Any) -> list[str]:
+        allowed = ("amqp://", "amqps://") if info.field_name == "uris" else ("rabbitmq-stream://", "rabbitmq-stream+tls://")
+        for uri in uris:
+            if not uri.startswith(allowed):
+                raise ValueError(f"expected a URI starting with {' or '.join(allowed)}")
+        return uris
+
+
+class RateStep(_Model):
+    """One level of an increasing-intensity run: per-producer rate held for a duration."""
+
+    rate: float | None = Field(description="msg/s per producer; null for unlimited.")
+    duration: Seconds = Field(gt=0)
+
+    @field_validator("rate")
+    @classmethod
+    def _positive(cls, rate: float | None) -> float | None:
+        if rate is not None and rate <= 0:
+            raise ValueError("expected a rate > 0 msg/s per producer, or null for unlimited")
+        return rate
+
+
+class Queues(_Model):
+    """Which queues, of which type, with which arguments (PerfTest -u / --queue-pattern / -qa)."""
+
+    name: str | None = Field(default=None, description="A single queue name (PerfTest -u).")
+    pattern: str | None = Field(default=None, description="printf-style pattern with %d, e.g. perf-test-%d.")
+    from_: int = Field(default=1, alias="from", ge=0)
+    to: int = Field(default=1, ge=0)
+    type: QueueType = "classic"
+    durable: bool = True
+    auto_delete: bool = False
+    exclusive: bool = False
+    predeclared: bool = Field(default=False, description="Queues exist already: do not declare (PerfTest -p).")
+    arguments: dict[str, Any] = Field(default_factory=dict,
+                                      description="Extra x-arguments, e.g. x-quorum-initial-group-size, x-max-in-memory-length.")
+
+    @model_validator(mode="after")
+    def _one_naming(self) -> "Queues":
+        if self.name and self.pattern:
+            raise ValueError("give either name or pattern, not both")
+        if self.pattern is not None:
+            if "%d" not in self.pattern:
+                raise ValueError("pattern: expected a pattern containing %d, e.g. perf-test-%d")
+            if self.to < self.from_:
+                raise ValueError(f"to: expected a number >= from ({self.from_}), got {self.to}")
+        if "x-queue-type" in self.arguments and self.arguments["x-queue-type"] != self.type:
+            raise ValueError("arguments.x-queue-type: conflicts with type; set type instead")
+        return self
+
+    def names(self, workload_name: str) -> list[str]:
+        if self.pattern is not None:
+            return [self.pattern.replace("%d", str(i)) for i in range(self.from_, self.to + 1)]
+        return [self.name or f"rbench-{workload_name}"]
+
+    def broker_arguments(self) -> dict[str, Any]:
+        args = dict(self.arguments)
+        if self.type != "classic":
+            args["x-queue-type"] = self.type
+        return args
+
+
+class Exchange(_Model):
+    name: str = Field(default="direct", description='"" publishes through the default exchange.')
+    type: Literal["direct", "fanout", "topic", "headers"] = "direct"
+    durable: bool = True
+
+
+class Publisher(_Model):
+    confirm: bool = Field(default=False, description="Publisher confirms (PerfTest -c enables them).")
+    confirm_window: int = Field(default=0, ge=0, description="Max unconfirmed messages per producer; 0 = unbounded.")
+    confirm_timeout: Seconds | None = Field(default=30.0, description="Give up on a confirm after this long (PerfTest -ct); null waits until the drain timeout.")
+    mandatory: bool = False
+    persistent: bool = False
+    random_start_delay: Seconds = Field(default=0.0, description="Each producer starts after a random delay in [0, this).")
+    message_count: int | None = Field(default=None, gt=0, description="Stop each producer after this many messages (PerfTest -C).")
+    message_format: Literal["amqp", "binary"] = Field(default="amqp", description="Streams: AMQP 1.0 message or raw body.")
+
+
+class Consumer(_Model):
+    prefetch: int = Field(default=0, ge=0, description="basic.qos prefetch count (stream: credit); 0 = unlimited.")
+    auto_ack: bool = False
+    multi_ack_every: int = Field(default=0, ge=0, description="Ack with multiple=true every N messages.")
+    processing_delay: Seconds = Field(default=0.0, description="Simulated work per message before its ack (PerfTest -L, in µs there).")
+    message_count: int | None = Field(default=None, gt=0, description="Stop each consumer after this many messages (PerfTest -D).")
+    offset: str = Field(default="first", description="Streams: first | last | next | offset:N | timestamp:MS.")
+    single_active: bool = False
+
+    @field_validator("offset")
+    @classmethod
+    def _offset(cls, value: str) -> str:
+        kind, _, arg = value.partition(":")
+        if kind in ("first", "last", "next") and not arg:
+            return value
+        if kind in ("offset", "timestamp") and arg.isdigit():
+            return value
+        raise ValueError("expected first, last, next, offset:N or timestamp:MS")
+
+
+class Workload(_Model):
+    """A whole run: where, how much, for how long."""
+
+    name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
+    description: str = ""
+    driver: Literal["amqp091", "aiopika", "stream"] | None = Field(
+        default=None, description="Protocol driver; default amqp091, or stream when queues.type is stream.")
+    clusters: list[Cluster] = Field(min_length=1)
+    producers: int = Field(default=1, ge=0)
+    consumers: int = Field(default=1, ge=0)
+    rate: float | None = Field(default=None, description="msg/s per producer; null = unlimited (PerfTest -r).")
+    rate_steps: list[RateStep] | None = Field(default=None, description="Increasing-intensity steps; overrides rate and duration.")
+    variable_rate: list[RateStep] | None = Field(default=None, description="PerfTest VALUE:SECONDS, cycled until duration ends.")
+    size: int = Field(default=24, ge=0, description="Body size in bytes; at least the 24-byte stamp is sent.")
+    queues: Queues = Field(default_factory=Queues)
+    exchange: Exchange = Field(default_factory=Exchange)
+    routing_key: str | None = Field(default=None, description="Default: the queue name.")
+    publisher: Publisher = Field(default_factory=Publisher)
+    consumer: Consumer = Field(default_factory=Consumer)
+    duration: Seconds | None = Field(default=None, gt=0, description="Run length (PerfTest -z) unless rate_steps set it.")
+    warmup: Seconds = Field(default=0.0, description="Excluded from each step's statistics.")
+    drain_timeout: Seconds = Field(default=10.0, description="After publishing stops, wait this long for confirms and consumers.")
+    tasks: int | Literal["auto"] = Field(default="auto", description="Spark tasks; auto = min(queues, cores).")
+    colocate: bool = Field(default=True, description="Keep a queue's producers and consumers in one task (one clock).")
+    metrics_port: int | None = Field(default=None, description="Prometheus port per executor host (0 = any free); null = off.")
+
+    @field_validator("rate")
+    @classmethod
+    def _rate(cls, rate: float | None) -> float | None:
+        if rate is not None and rate <= 0:
+            raise ValueError("expected a rate > 0 msg/s per producer, or null for unlimited")
+        return rate
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "Workload":
+        names = [c.name for c in self.clusters]
+        if len(set(names)) != len(names):
+            raise ValueError("clusters: expected unique cluster names")
+        if self.rate_steps is not None and self.variable_rate is not None:
+            raise ValueError("rate_steps: give rate_steps or variable_rate, not both")
+        if self.rate_steps is not None and not self.rate_steps:
+            raise ValueError("rate_steps: expected at least one step")
+        if self.variable_rate is not None and self.duration is None:
+            raise ValueError("duration: variable_rate needs a duration to cycle over")
+        if self.rate_steps is None and self.duration is None and self.publisher.message_count is None:
+            raise ValueError("duration: expected a duration, rate_steps or publisher.message_count")
+        if self.producers == 0 and self.consumers == 0:
+            raise ValueError("producers: expected at least one producer or consumer")
+        if self.warmup >= min(s.duration for s in self.steps()):
+            raise ValueError("warmup: expected less than the shortest step's duration")
+        return self
+
+    def steps(self) -> list[RateStep]:
+        """The schedule as explicit steps (one step for a plain rate)."""
+        if self.rate_steps is not None:
+            return list(self.rate_steps)
+        if self.variable_rate is not None:
+            assert self.duration is not None
+            steps, elapsed, i = [], 0.0, 0
+            while elapsed < self.duration - 1e-9:
+                base = self.variable_rate[i % len(self.variable_rate)]
+                length = min(base.duration, self.duration - elapsed)
+                steps.append(RateStep(rate=base.rate, duration=length))
+                elapsed += length
+                i += 1
+            return steps
+        # message-count runs without a duration get one open-ended step (see plan.UNBOUNDED_S)
+        return [RateStep(rate=self.rate, duration=self.duration or 365 * 86400.0)]
+
+    def resolved_driver(self) -> str:
+        if self.driver is not None:
+            return self.driver
+        return "stream" if self.queues.type == "stream" else "amqp091"

@@ -1,0 +1,183 @@
+"""Progress and stop signals between executor tasks and the Spark driver.
+
+Spark only reports a task's result when it ends; a 30-minute capacity run needs a
+status line every second and a way to stop cleanly. Each task opens one TCP
+connection to the driver and sends JSON lines (progress deltas, once a second);
+the driver answers with a single `stop` line to every task when the user presses
+Ctrl-C or sends SIGTERM, and the tasks then flush their samples and commit.
+The channel is best-effort: a task that cannot reach the driver still runs.
+"""
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import socketserver
+import threading
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any
+
+from rbench.runtime import histogram
+
+
+@dataclass
+class StepProgress:
+    published: int = 0
+    confirmed: int = 0
+    consumed: int = 0
+    nacked: int = 0
+    returned: int = 0
+    hist: dict[int, int] = field(default_factory=dict)
+
+
+class ProgressBoard:
+    """What the driver knows so far, per (cluster, step); fed by the server threads."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.steps: dict[tuple[str, int], StepProgress] = defaultdict(StepProgress)
+        self.window: dict[str, StepProgress] = defaultdict(StepProgress)   # since last read, per cluster
+        self.current_step: dict[str, int] = {}
+        self.t0_ns: dict[str, int] = {}
+        self.tasks_seen: dict[str, set[int]] = defaultdict(set)
+
+    def add(self, msg: dict[str, Any]) -> None:
+        cluster, step = str(msg["cluster"]), int(msg.get("step", 0))
+        with self._lock:
+            self.tasks_seen[cluster].add(int(msg.get("task", -1)))
+            if "t0_ns" in msg:
+                self.t0_ns[cluster] = int(msg["t0_ns"])
+            self.current_step[cluster] = max(step, self.current_step.get(cluster, 0))
+            for target in (self.steps[(cluster, step)], self.window[cluster]):
+                for key in ("published", "confirmed", "consumed", "nacked", "returned"):
+                    setattr(target, key, getattr(target, key) + int(msg.get(key, 0)))
+                histogram.merge(target.hist, msg.get("hist", {}))
+
+    def take_window(self, cluster: str) -> StepProgress:
+        with self._lock:
+            return self.window.pop(cluster, StepProgress())
+
+    def step(self, cluster: str, step: int) -> StepProgress:
+        with self._lock:
+            s = self.steps.get((cluster, step), StepProgress())
+            return StepProgress(s.published, s.confirmed, s.consumed, s.nacked, s.returned, dict(s.hist))
+
+
+class _Handler(socketserver.StreamRequestHandler):
+    server: "_Server"
+
+    def handle(self) -> None:
+        self.server.connections.add(self.wfile)
+        try:
+            if self.server.stopping.is_set():
+                self._send_stop()
+            for line in self.rfile:
+                try:
+                    msg = json.loads(line)
+                except ValueError:
+                    continue
+                self.server.board.add(msg)
+        except OSError:
+            pass
+        finally:
+            self.server.connections.discard(self.wfile)
+
+    def _send_stop(self) -> None:
+        try:
+            self.wfile.write(b"stop\n")
+            self.wfile.flush()
+        except OSError:
+            pass
+
+
+class _Server(socketserver.ThreadingTCPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], board: ProgressBoard) -> None:
+        super().__init__(address, _Handler)
+        self.board = board
+        self.connections: set[Any] = set()
+        self.stopping = threading.Event()
+
+
+class ControlServer:
+    """Driver side: accepts task connections, aggregates progress, broadcasts stop."""
+
+    def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
+        self.board = ProgressBoard()
+        self._server = _Server((host, port), self.board)
+        self._thread = threading.Thread(target=self._server.serve_forever, name="rbench-control", daemon=True)
+
+    @property
+    def address(self) -> tuple[str, int]:
+        host, port = self._server.server_address[:2]
+        return str(host), int(port)
+
+    def start(self) -> "ControlServer":
+        self._thread.start()
+        return self
+
+    def stop_tasks(self) -> None:
+        self._server.stopping.set()
+        for wfile in list(self._server.connections):
+            try:
+                wfile.write(b"stop\n")
+                wfile.flush()
+            except OSError:
+                pass
+
+    @property
+    def stopping(self) -> bool:
+        return self._server.stopping.is_set()
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()
+
+
+class ControlClient:
+    """Task side: sends progress lines; `stop_requested` is set when the driver says stop."""
+
+    def __init__(self, address: tuple[str, int] | None) -> None:
+        self.address = address
+        self.stop_requested = asyncio.Event()
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+
+    async def connect(self) -> None:
+        if self.address is None:
+            return
+        try:
+            reader, self._writer = await asyncio.wait_for(asyncio.open_connection(*self.address), 5)
+            sock = self._writer.get_extra_info("socket")
+            if sock is not None:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        except (OSError, asyncio.TimeoutError):
+            self._writer = None
+            return
+        self._reader_task = asyncio.get_running_loop().create_task(self._read(reader))
+
+    async def _read(self, reader: asyncio.StreamReader) -> None:
+        try:
+            while line := await reader.readline():
+                if line.strip() == b"stop":
+                    self.stop_requested.set()
+        except (OSError, asyncio.IncompleteReadError):
+            pass
+
+    def send(self, msg: dict[str, Any]) -> None:
+        if self._writer is None or self._writer.is_closing():
+            return
+        self._writer.write(json.dumps(msg, separators=(",", ":")).encode() + b"\n")
+
+    async def aclose(self) -> None:
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+        if self._writer is not None:
+            self._writer.close()
+            try:
+                await self._writer.wait_closed()
+            except OSError:
+                pass

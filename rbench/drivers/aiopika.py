@@ -1,0 +1,220 @@
+"""Reference AMQP 0.9.1 driver on aio-pika.
+
+Kept as the yardstick the native driver is measured against, and as a second,
+independent implementation for tests: if both drivers agree on counts, the runtime
+is probably right. Pipelining is done with one asyncio task per in-flight publish,
+which is exactly why it costs ~150 µs of client CPU per message.
+"""
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+import aio_pika
+import aiormq
+from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, AbstractIncomingMessage
+from pamqp import commands as spec_commands
+
+from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
+from rbench.drivers.base import OnMessage, PublishSink
+from rbench.errors import BrokerError, ConnectError, mask_uri
+
+CONNECT_TIMEOUT_S = 8.0
+_REPLY_CODES = {
+    aiormq.exceptions.ChannelAccessRefused: 403,
+    aiormq.exceptions.ChannelNotFoundEntity: 404,
+    aiormq.exceptions.ChannelLockedResource: 405,
+    aiormq.exceptions.ChannelPreconditionFailed: 406,
+}
+
+
+def broker_error(exc: BaseException, doing: str) -> BrokerError:
+    """Turn an aiormq/aio-pika exception into a BrokerError carrying the reply code."""
+    code = next((c for cls, c in _REPLY_CODES.items() if isinstance(exc, cls)), None)
+    detail = str(exc.args[0]) if exc.args else type(exc).__name__
+    return BrokerError(f"{doing}: broker closed the channel{f' with {code}' if code else ''}: {detail}", code)
+
+
+async def connect_first(uris: tuple[str, ...], timeout: float = CONNECT_TIMEOUT_S) -> AbstractConnection:
+    """Connect to the first URI that answers; errors name every URI tried, masked."""
+    failures = []
+    for uri in uris:
+        try:
+            return await asyncio.wait_for(aio_pika.connect(uri, timeout=timeout), timeout)
+        except (aiormq.exceptions.ProbableAuthenticationError, aiormq.exceptions.AuthenticationError):
+            failures.append(f"{mask_uri(uri)}: authentication refused (user, password or vhost access)")
+        except (asyncio.TimeoutError, TimeoutError):
+            failures.append(f"{mask_uri(uri)}: no answer within {timeout:.0f} s")
+        except aiormq.exceptions.ConnectionClosed as exc:
+            failures.append(f"{mask_uri(uri)}: connection closed by broker ({exc})")
+        except OSError as exc:
+            failures.append(f"{mask_uri(uri)}: {exc.strerror or exc}")
+        except aiormq.exceptions.AMQPError as exc:
+            failures.append(f"{mask_uri(uri)}: {type(exc).__name__} {exc}")
+    raise ConnectError("cannot connect to RabbitMQ: " + "; ".join(failures))
+
+
+class AioPikaPublisher:
+    def __init__(self, channel: AbstractChannel, exchange: AbstractExchange, spec: PublisherSpec, sink: PublishSink):
+        self._channel = channel
+        self._exchange = exchange
+        self._spec = spec
+        self._sink = sink
+        self._inflight: set[asyncio.Task[Any]] = set()
+        self._room = asyncio.Event()
+        self._room.set()
+        self._window = spec.confirm_window if spec.confirm else 0
+        self._delivery_mode = aio_pika.DeliveryMode.PERSISTENT if spec.persistent else aio_pika.DeliveryMode.NOT_PERSISTENT
+
+    async def ready(self) -> None:
+        while self._window and len(self._inflight) >= self._window:
+            self._room.clear()
+            await self._room.wait()
+
+    def publish(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
+        message = aio_pika.Message(bytes(payload), delivery_mode=self._delivery_mode)
+        task = asyncio.get_running_loop().create_task(
+            self._exchange.publish(message, self._spec.routing_key, mandatory=self._spec.mandatory))
+        self._inflight.add(task)
+        task.add_done_callback(lambda t, s=seq: self._done(t, s))
+
+    def _done(self, task: asyncio.Task[Any], seq: int) -> None:
+        self._inflight.discard(task)
+        if self._window and len(self._inflight) < self._window:
+            self._room.set()
+        now = time.time_ns()
+        if task.cancelled():
+            return
+        exc = task.exception()
+        if not self._spec.confirm:
+            return
+        if exc is None:
+            result = task.result()
+            if isinstance(result, aiormq.abc.DeliveredMessage):   # basic.return, then the ack
+                self._sink.on_return(result.body, now)
+                self._sink.on_confirm(seq, True, now)
+            else:
+                self._sink.on_confirm(seq, isinstance(result, spec_commands.Basic.Ack), now)
+        elif isinstance(exc, aiormq.exceptions.DeliveryError):
+            self._sink.on_confirm(seq, False, now)
+
+    async def drain(self, timeout: float) -> int:
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=timeout)
+        return len(self._inflight)
+
+    async def aclose(self) -> None:
+        for task in list(self._inflight):
+            task.cancel()
+        if not self._channel.is_closed:
+            await self._channel.close()
+
+
+class AioPikaConsumer:
+    def __init__(self, channel: AbstractChannel, spec: ConsumerSpec, on_message: OnMessage):
+        self._channel = channel
+        self._spec = spec
+        self._on_message = on_message
+        self._task: asyncio.Task[None] | None = None
+        self._started = asyncio.get_running_loop().create_future()
+
+    async def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+        await self._started
+
+    async def _run(self) -> None:
+        spec = self._spec
+        delay = spec.processing_delay_us / 1e6
+        every = max(spec.multi_ack_every, 1)
+        unacked: AbstractIncomingMessage | None = None
+        pending = 0
+        try:
+            queue = await self._channel.get_queue(spec.queue, ensure=False)
+            async with queue.iterator(no_ack=spec.auto_ack) as messages:
+                self._started.set_result(None)
+                async for message in messages:
+                    self._on_message(message.body, bool(message.redelivered), time.time_ns())
+                    if delay:
+                        await asyncio.sleep(delay)
+                    if spec.auto_ack:
+                        continue
+                    pending += 1
+                    unacked = message
+                    if pending >= every:
+                        await message.ack(multiple=every > 1)
+                        pending, unacked = 0, None
+        except asyncio.CancelledError:
+            if unacked is not None and not self._channel.is_closed:
+                await unacked.ack(multiple=True)
+            raise
+        except Exception as exc:  # surfaced through start() or aclose()
+            if not self._started.done():
+                self._started.set_exception(broker_error(exc, f"consume from {spec.queue}"))
+            else:
+                raise
+
+    async def aclose(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, aiormq.exceptions.AMQPError):
+                pass
+        if not self._channel.is_closed:
+            await self._channel.close()
+
+
+class AioPikaDriver:
+    """The `aiopika` driver: one connection, one channel per publisher and consumer."""
+
+    def __init__(self) -> None:
+        self._connection: AbstractConnection | None = None
+
+    async def open(self, target: ClusterTarget) -> None:
+        self._connection = await connect_first(target.uris)
+
+    def _conn(self) -> AbstractConnection:
+        if self._connection is None:
+            raise BrokerError("driver used before open()")
+        return self._connection
+
+    async def declare(self, topology: Topology) -> None:
+        channel = await self._conn().channel()
+        try:
+            if topology.exchange and not topology.exchange.startswith("amq."):
+                await channel.declare_exchange(topology.exchange, topology.exchange_type, durable=topology.exchange_durable)
+            for q in topology.queues:
+                await channel.declare_queue(q.name, durable=q.durable, auto_delete=q.auto_delete,
+                                            exclusive=q.exclusive, arguments=dict(q.arguments))
+            for queue, key in topology.bindings:
+                await (await channel.get_queue(queue, ensure=False)).bind(topology.exchange, key)
+        except aiormq.exceptions.AMQPChannelError as exc:
+            raise broker_error(exc, "declare topology") from None
+        finally:
+            if not channel.is_closed:
+                await channel.close()
+
+    async def delete_queues(self, names: list[str]) -> None:
+        channel = await self._conn().channel()
+        for name in names:
+            await channel.queue_delete(name)
+        await channel.close()
+
+    async def publisher(self, spec: PublisherSpec, sink: PublishSink) -> AioPikaPublisher:
+        channel = await self._conn().channel(publisher_confirms=spec.confirm, on_return_raises=False)
+        exchange = await channel.get_exchange(spec.exchange, ensure=False) if spec.exchange else channel.default_exchange
+        return AioPikaPublisher(channel, exchange, spec, sink)
+
+    async def consumer(self, spec: ConsumerSpec, on_message: OnMessage) -> AioPikaConsumer:
+        channel = await self._conn().channel()
+        if spec.prefetch:
+            await channel.set_qos(prefetch_count=spec.prefetch)
+        consumer = AioPikaConsumer(channel, spec, on_message)
+        await consumer.start()
+        return consumer
+
+    async def aclose(self) -> None:
+        if self._connection is not None:
+            await self._connection.close()
+            self._connection = None

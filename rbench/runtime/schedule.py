@@ -1,0 +1,43 @@
+"""Open-loop send schedule: message k of a step is due at start + k / rate.
+
+The due time is fixed before sending, whatever the broker does, so a stalled
+broker shows up as latency (measured from `t_intended`) instead of silently
+lowering the offered load: the coordinated-omission correction of wrk2/HdrHistogram.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Segment:
+    """One step as absolute nanoseconds for one producer."""
+
+    step: int
+    start_ns: int
+    end_ns: int
+    interval_ns: float | None   # None: unlimited rate (send as fast as the window allows)
+
+
+def segments(t0_ns: int, start_delay_ns: int, steps: list[tuple[float, float, float | None]]) -> Iterator[Segment]:
+    """Segments for steps given as (offset_s, duration_s, rate); a start delay trims the first ones."""
+    producer_start = t0_ns + start_delay_ns
+    for i, (offset_s, duration_s, rate) in enumerate(steps):
+        start = t0_ns + int(offset_s * 1e9)
+        end = start + int(duration_s * 1e9)
+        if end <= producer_start:
+            continue
+        yield Segment(i, max(start, producer_start), end, None if rate is None else 1e9 / rate)
+
+
+def due_times(segment: Segment, limit: int | None = None) -> Iterator[int]:
+    """Due times in the segment (rate-limited segments only); `limit` caps the count."""
+    assert segment.interval_ns is not None
+    k = 0
+    while limit is None or k < limit:
+        due = segment.start_ns + int(k * segment.interval_ns)
+        if due >= segment.end_ns:
+            return
+        yield due
+        k += 1
