@@ -12,7 +12,18 @@ import importlib.util
 import sys
 from collections.abc import Sequence
 
-from rbench.errors import RbenchError
+from rbench.errors import ConfigError, RbenchError
+
+
+class UsageError(ConfigError):
+    """A bad command line; the message already names the command."""
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse that reports a bad flag as one line instead of usage + exit."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise UsageError(f"{self.prog}: {message}")
 
 # subcommand → module in rbench.commands (listed only when the module exists)
 COMMANDS: dict[str, str] = {
@@ -36,8 +47,8 @@ def _available() -> dict[str, str]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rbench", description="Load generator and capacity planner for RabbitMQ, on Spark.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    parser = ArgumentParser(prog="rbench", description="Load generator and capacity planner for RabbitMQ, on Spark.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=ArgumentParser)
     for name, module_name in _available().items():
         module = importlib.import_module(module_name)
         cmd = sub.add_parser(name, help=module.HELP, description=module.HELP, add_help=getattr(module, "ADD_HELP", True))
@@ -46,17 +57,33 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _quiet_client_loggers() -> None:
+    """aiormq and rstream log connection failures themselves; rbench reports them once, masked."""
+    import logging
+
+    for name in ("aiormq", "aio_pika", "rstream", "py4j"):
+        logging.getLogger(name).setLevel(logging.CRITICAL)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    _quiet_client_loggers()
+    command = "rbench"
     try:
+        args = build_parser().parse_args(argv)
+        command = f"rbench {args.command}"
         return int(args._module.run(args) or 0)
+    except UsageError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
     except RbenchError as exc:
-        print(f"rbench {args.command}: {exc}", file=sys.stderr)
+        print(f"{command}: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"rbench {args.command}: interrupted", file=sys.stderr)
+        print(f"{command}: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:          # `rbench plan … | head`
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

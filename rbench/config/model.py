@@ -80,6 +80,8 @@ class Queues(_Model):
                 raise ValueError("pattern: expected a pattern containing %d, e.g. perf-test-%d")
             if self.to < self.from_:
                 raise ValueError(f"to: expected a number >= from ({self.from_}), got {self.to}")
+        if self.type != "classic" and (not self.durable or self.auto_delete or self.exclusive):
+            raise ValueError(f"durable: {self.type} queues are always durable, never auto-delete or exclusive")
         if "x-queue-type" in self.arguments and self.arguments["x-queue-type"] != self.type:
             raise ValueError("arguments.x-queue-type: conflicts with type; set type instead")
         return self

@@ -41,7 +41,10 @@ class Publisher(Protocol):
         """Return once one more message may be published (window, flow control)."""
 
     def publish(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
-        """Queue ``payload`` for writing; never awaits. ``seq`` identifies its confirm."""
+        """Queue ``payload`` for writing; never awaits. ``seq`` identifies its confirm.
+
+        The runtime reuses ``payload`` for the next message: copy it (or write it out)
+        before returning, never keep a reference."""
 
     async def drain(self, timeout: float) -> int:
         """Wait until every published message is confirmed; return how many are still
@@ -84,7 +87,10 @@ def load_driver(name: str) -> Driver:
     except KeyError:
         raise ConfigError(f"driver: expected one of {', '.join(sorted(DRIVERS))}, got {name!r}") from None
     module_name, _, attr = path.partition(":")
-    module = importlib.import_module(module_name)
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ConfigError(f"driver: {name!r} is not available in this build ({exc})") from None
     factory: Callable[[], Driver] = getattr(module, attr)
     return factory()
 

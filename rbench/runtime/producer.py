@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 
 from rbench.config.types import PublisherSpec
@@ -33,7 +34,11 @@ async def _sleep_until(t_ns: int, stop: asyncio.Event) -> bool:
     """Sleep until wall-clock t_ns; False when stop was set meanwhile."""
     delay = (t_ns - time.time_ns()) / 1e9
     if 0 < delay < 0.05:          # the common case between two messages: no task, no future
-        await asyncio.sleep(delay)
+        # event-loop timers have 1 ms resolution and may fire early: round up, then yield
+        # until the due time so no message leaves before its intended time
+        await asyncio.sleep(math.ceil(delay * 1000) / 1000)
+        while time.time_ns() < t_ns:
+            await asyncio.sleep(0)
     elif delay > 0:
         if stop.is_set():
             return False
@@ -42,6 +47,8 @@ async def _sleep_until(t_ns: int, stop: asyncio.Event) -> bool:
             return False
         except asyncio.TimeoutError:
             pass
+        while time.time_ns() < t_ns:
+            await asyncio.sleep(0)
     return not stop.is_set()
 
 

@@ -1,0 +1,30 @@
+"""`rbench validate FILE`: check a workload without touching a broker."""
+from __future__ import annotations
+
+import argparse
+import json
+
+from rbench.config.load import load_workload, workload_schema
+
+HELP = "Validate a workload file (or print its JSON schema)."
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("workload", nargs="?", help="workload YAML file")
+    parser.add_argument("--schema", action="store_true", help="print the workload JSON schema and exit")
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.schema:
+        print(json.dumps(workload_schema(), indent=2))
+        return 0
+    if not args.workload:
+        from rbench.errors import ConfigError
+        raise ConfigError("validate: expected a workload file (or --schema)")
+    w = load_workload(args.workload)
+    steps = w.steps()
+    rates = ", ".join("unlimited" if s.rate is None else f"{s.rate:g}" for s in steps[:6]) + (" …" if len(steps) > 6 else "")
+    print(f"ok: {w.name}: {len(w.clusters)} cluster(s), {w.producers} producer(s), {w.consumers} consumer(s), "
+          f"{len(w.queues.names(w.name))} {w.queues.type} queue(s), {len(steps)} step(s) at {rates} msg/s per producer, "
+          f"{sum(s.duration for s in steps):g} s, driver {w.resolved_driver()}")
+    return 0

@@ -1,0 +1,139 @@
+"""The executor runtime against the real broker, without Spark: one task, one event loop."""
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import aio_pika
+import pytest
+
+from rbench.config.load import workload_from_dict
+from rbench.plan import plan
+from rbench.runtime.task import TaskRun, run_task
+from tests.runhelpers import keys, read, workload_dict
+
+DRIVERS = ["aiopika"]
+try:
+    import rbench.drivers.amqp091  # noqa: F401
+    DRIVERS.append("amqp091")
+except ImportError:
+    pass
+
+
+def run_dir_of(tmp_path: Path) -> Path:
+    return tmp_path / "run"
+
+
+@pytest.mark.parametrize("driver", DRIVERS)
+def test_every_published_message_is_consumed_exactly_once(driver: str, amqp_url: str, unique_name: str, tmp_path: Path) -> None:
+    w = workload_from_dict(workload_dict(amqp_url, unique_name, driver=driver))
+    (p,) = plan(w, "local", 1, "run", str(tmp_path))
+    result = run_task(p)
+    published, consumed = read(tmp_path / "run", "published"), read(tmp_path / "run", "consumed")
+    assert result["published"] == published.num_rows == 2 * 500 * 2
+    assert result["consumed"] == consumed.num_rows
+    sent = keys(published)
+    assert len(set(sent)) == len(sent)
+    counts = Counter(keys(consumed))
+    assert set(counts) == set(sent) and max(counts.values()) == 1
+    assert set(published["outcome"].to_pylist()) == {"ack"}
+    assert all(c is not None and c >= s for c, s in zip(published["t_confirmed"].to_pylist(), published["t_sent"].to_pylist()))
+    # the stamp round-trips the producer's timestamps exactly
+    by_key = dict(zip(sent, zip(published["t_intended"].to_pylist(), published["t_sent"].to_pylist())))
+    for k, ti, ts in zip(keys(consumed), consumed["t_intended"].to_pylist(), consumed["t_sent"].to_pylist()):
+        assert by_key[k] == (ti, ts)
+    for m in (tmp_path / "run").glob("*/local/task-00000/attempt-0/_COMMITTED"):
+        assert json.loads(m.read_text())["interrupted"] is False
+
+
+def test_open_loop_schedule_records_intended_times(amqp_url: str, unique_name: str, tmp_path: Path) -> None:
+    w = workload_from_dict(workload_dict(amqp_url, unique_name, producers=1, consumers=1, rate=200, duration=1))
+    (p,) = plan(w, "local", 1, "run", str(tmp_path))
+    run_task(p)
+    t = read(tmp_path / "run", "published")
+    intended = sorted(t["t_intended"].to_pylist())
+    gaps = {b - a for a, b in zip(intended, intended[1:])}
+    assert gaps <= {4_999_999, 5_000_000, 5_000_001}        # 1/200 s apart, whatever the broker did
+    assert all(s >= i for s, i in zip(t["t_sent"].to_pylist(), t["t_intended"].to_pylist()))
+
+
+def test_unroutable_mandatory_messages_are_recorded_as_returned(amqp_url: str, unique_name: str, tmp_path: Path) -> None:
+    data = workload_dict(amqp_url, unique_name, producers=1, consumers=0, rate=100, duration=1,
+                         exchange={"name": "amq.direct"}, routing_key=f"{unique_name}-nobody",
+                         publisher={"confirm": True, "mandatory": True})
+    data["queues"] = {"name": unique_name, "predeclared": True}
+    w = workload_from_dict(data)
+    (p,) = plan(w, "local", 1, "run", str(tmp_path))
+    result = run_task(p)
+    t = read(tmp_path / "run", "published")
+    assert result["returned"] == t.num_rows == 100
+    assert set(t["outcome"].to_pylist()) == {"returned"}
+
+
+def test_message_counts_stop_producers_and_consumers(amqp_url: str, unique_name: str, tmp_path: Path) -> None:
+    data = workload_dict(amqp_url, unique_name, producers=1, consumers=1, rate=1000,
+                         publisher={"message_count": 300}, consumer={"message_count": 300})
+    del data["duration"]
+    w = workload_from_dict(data)
+    (p,) = plan(w, "local", 1, "run", str(tmp_path))
+    started = time.monotonic()
+    result = run_task(p)
+    assert result["published"] == 300 and result["consumed"] == 300
+    assert time.monotonic() - started < 10
+
+
+def test_consumer_delay_and_prefetch_bound_the_consume_rate(amqp_url: str, unique_name: str, tmp_path: Path) -> None:
+    # 5 ms per message with prefetch 1: one consumer cannot take more than ~200 msg/s
+    data = workload_dict(amqp_url, unique_name, producers=1, consumers=1, rate=600, duration=1.5,
+                         consumer={"prefetch": 1, "multi_ack_every": 0, "processing_delay": "5ms"}, drain_timeout=0.5)
+    data["queues"] = {"name": unique_name, "durable": False, "auto_delete": False}
+    w = workload_from_dict(data)
+    (p,) = plan(w, "local", 1, "run", str(tmp_path))
+    result = run_task(p)
+    try:
+        assert result["published"] == 900
+        assert 0 < result["consumed"] <= 0.5 * 900
+    finally:
+        async def cleanup() -> None:
+            conn = await aio_pika.connect(amqp_url)
+            ch = await conn.channel()
+            await ch.queue_delete(unique_name)
+            await conn.close()
+        asyncio.run(cleanup())
+
+
+def test_stop_flushes_and_commits_as_interrupted(amqp_url: str, unique_name: str, tmp_path: Path) -> None:
+    w = workload_from_dict(workload_dict(amqp_url, unique_name, duration=30))
+    (p,) = plan(w, "local", 1, "run", str(tmp_path))
+    task = TaskRun(p, 0, None, None)
+
+    async def main() -> dict:
+        loop = asyncio.get_running_loop()
+        loop.call_later(1.5, task._interrupt)
+        return await task.run()
+
+    started = time.monotonic()
+    result = asyncio.run(main())
+    assert time.monotonic() - started < 10
+    assert result["interrupted"] is True
+    published = read(tmp_path / "run", "published")
+    assert 0 < published.num_rows == result["published"] < 2 * 500 * 30
+    markers = list((tmp_path / "run").glob("*/local/task-00000/attempt-0/_COMMITTED"))
+    assert len(markers) == 2 and all(json.loads(m.read_text())["interrupted"] for m in markers)
+
+
+def test_wrong_password_fails_fast_with_masked_uri(amqp_url: str, unique_name: str, tmp_path: Path) -> None:
+    bad = amqp_url.replace("guest:guest", "guest:wrong-secret")
+    w = workload_from_dict(workload_dict(bad, unique_name))
+    (p,) = plan(w, "local", 1, "run", str(tmp_path))
+    started = time.monotonic()
+    with pytest.raises(RuntimeError) as info:
+        run_task(p)
+    assert time.monotonic() - started < 10
+    assert "authentication refused" in str(info.value) and "wrong-secret" not in str(info.value)
+    # a failed attempt writes no commit marker: the reduce will ignore it
+    assert not list((tmp_path / "run").glob("**/_COMMITTED"))

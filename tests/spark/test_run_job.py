@@ -1,0 +1,91 @@
+"""`rbench run` through a real local[2] Spark session and the real broker."""
+from __future__ import annotations
+
+import io
+import json
+import os
+import signal
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from rbench.cli import main
+from rbench.config.load import workload_from_dict
+from rbench.job import run_workload
+from rbench.summary import step_rows
+from tests.runhelpers import keys, read, run_json, workload_dict
+
+DRIVER = "aiopika"
+try:
+    import rbench.drivers.amqp091  # noqa: F401
+    DRIVER = "amqp091"
+except ImportError:
+    pass
+
+
+def test_ten_seconds_at_2x1000_reaches_target_within_one_percent(spark, amqp_url: str, unique_name: str, tmp_path: Path) -> None:
+    w = workload_from_dict(workload_dict(amqp_url, unique_name, driver=DRIVER, producers=2, consumers=2, rate=1000,
+                                         duration=10, warmup=1))
+    out = io.StringIO()
+    result = run_workload(w, tmp_path, spark, out=out)
+    assert result.status == "complete"
+    info = run_json(result.run_dir)
+    assert info["status"] == "complete" and info["clusters"][0]["tasks"] == 2
+    assert info["clusters"][0]["steps"][0]["start_ns"] == info["clusters"][0]["t0_ns"]
+    published, consumed = read(result.run_dir, "published"), read(result.run_dir, "consumed")
+    # Parquet rows equal message counts, and every sequence number arrives exactly once
+    results = info["clusters"][0]["task_results"]
+    assert published.num_rows == sum(r["published"] for r in results) == 20_000
+    assert consumed.num_rows == sum(r["consumed"] for r in results)
+    counts = Counter(keys(consumed))
+    assert set(counts) == set(keys(published)) and max(counts.values()) == 1
+    assert set(published["task"].to_pylist()) == {0, 1}
+    (row,) = step_rows(result.run_dir)
+    assert row["sent_per_s"] == pytest.approx(2000, rel=0.01)
+    assert row["received_per_s"] == pytest.approx(2000, rel=0.01)
+    assert row["lost_run"] == 0 and row["duplicated_run"] == 0
+    # the status line came once a second with rates
+    lines = [ln for ln in out.getvalue().splitlines() if " step 1/1 " in ln]
+    assert len(lines) >= 8 and "received" in lines[-1]
+
+
+def test_interrupt_flushes_samples_and_marks_run_interrupted(spark, amqp_url: str, unique_name: str, tmp_path: Path) -> None:
+    w = workload_from_dict(workload_dict(amqp_url, unique_name, driver=DRIVER, rate=200, duration=60))
+    timer = threading.Timer(6.0, os.kill, (os.getpid(), signal.SIGTERM))
+    timer.start()
+    started = time.monotonic()
+    try:
+        result = run_workload(w, tmp_path, spark, out=io.StringIO())
+    finally:
+        timer.cancel()
+    assert time.monotonic() - started < 40
+    assert result.status == "interrupted"
+    info = run_json(result.run_dir)
+    assert info["status"] == "interrupted" and info["ended_at"]
+    published = read(result.run_dir, "published")
+    assert 0 < published.num_rows < 2 * 200 * 60
+    markers = list(result.run_dir.glob("*/local/task-*/attempt-*/_COMMITTED"))
+    assert len(markers) == 4 and all(json.loads(m.read_text())["interrupted"] for m in markers)
+
+
+def test_cli_broker_down_is_one_line_within_seconds(tmp_path: Path, unique_name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    f = tmp_path / "w.yaml"
+    f.write_text(json.dumps(workload_dict("amqp://guest:hunter2@127.0.0.1:5679/", unique_name)))
+    started = time.monotonic()
+    assert main(["run", str(f), "--out", str(tmp_path)]) == 2
+    assert time.monotonic() - started < 10
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "cannot connect" in err and "5679" in err
+    assert "hunter2" not in err and "Traceback" not in err
+
+
+def test_more_tasks_than_slots_is_a_clear_error(spark, amqp_url: str, unique_name: str, tmp_path: Path) -> None:
+    data = workload_dict(amqp_url, unique_name, tasks=3)
+    data["queues"] = {"pattern": f"{unique_name}-%d", "from": 1, "to": 3, "durable": False, "auto_delete": True}
+    w = workload_from_dict(data)
+    from rbench.errors import ConfigError
+    with pytest.raises(ConfigError, match="needs 3 Spark task slots .* offers 2"):
+        run_workload(w, tmp_path, spark, out=io.StringIO())

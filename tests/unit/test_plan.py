@@ -1,0 +1,66 @@
+"""The planner's split is deterministic and keeps each queue's clients in one task."""
+from __future__ import annotations
+
+import pytest
+
+from rbench.config.load import workload_from_dict
+from rbench.errors import ConfigError
+from rbench.plan import default_task_count, plan
+
+CLUSTER = [{"name": "a", "uris": ["amqp://guest:guest@127.0.0.1:5672/"]}]
+
+
+def workload(**kw: object):
+    return workload_from_dict({"name": "t", "clusters": CLUSTER, "duration": 10, **kw})
+
+
+def test_colocated_split_keeps_queue_clients_together() -> None:
+    w = workload(producers=200, consumers=200, queues={"pattern": "perf-test-%d", "from": 1, "to": 100})
+    plans = plan(w, "a", 8, "r", "/tmp/x")
+    assert len(plans) == 8
+    assert sum(len(p.publishers) for p in plans) == 200 and sum(len(p.consumers) for p in plans) == 200
+    for p in plans:
+        declared = {d.name for d in p.topology.queues}
+        assert {s.queue for s in p.publishers} <= declared
+        assert {s.queue for s in p.consumers} <= declared
+    all_ids = sorted(s.producer_id for p in plans for s in p.publishers)
+    assert all_ids == list(range(200))
+    assert plan(w, "a", 8, "r", "/tmp/x") == plans      # deterministic
+
+
+def test_producers_spread_round_robin_over_queues() -> None:
+    w = workload(producers=4, consumers=2, queues={"pattern": "q-%d", "from": 1, "to": 2})
+    (only,) = plan(w, "a", 1, "r", "/tmp/x")
+    assert [s.queue for s in only.publishers] == ["q-1", "q-2", "q-1", "q-2"]
+    assert [s.queue for s in only.consumers] == ["q-1", "q-2"]
+    assert only.topology.bindings == (("q-1", "q-1"), ("q-2", "q-2"))
+
+
+def test_more_tasks_than_queues_is_refused_when_colocated() -> None:
+    w = workload(producers=4, queues={"name": "one"})
+    with pytest.raises(ConfigError, match="tasks: 2 tasks but only 1 queue"):
+        plan(w, "a", 2, "r", "/tmp/x")
+    spread = workload(producers=4, consumers=4, queues={"name": "one"}, colocate=False)
+    plans = plan(spread, "a", 2, "r", "/tmp/x")
+    assert [len(p.publishers) for p in plans] == [2, 2]
+    assert [len(p.topology.queues) for p in plans] == [1, 0]
+
+
+def test_default_task_count_is_bounded_by_queues_and_slots() -> None:
+    assert default_task_count(workload(queues={"pattern": "q-%d", "to": 10}), slots=2) == 2
+    assert default_task_count(workload(queues={"name": "q"}), slots=8) == 1
+    assert default_task_count(workload(tasks=3, queues={"pattern": "q-%d", "to": 10}), slots=2) == 3
+
+
+def test_stream_queues_use_no_exchange_and_stream_driver() -> None:
+    w = workload(queues={"name": "s", "type": "stream"})
+    (p,) = plan(w, "a", 1, "r", "/tmp/x")
+    assert p.driver == "stream" and p.topology.exchange == "" and p.topology.bindings == ()
+    assert p.topology.queues[0].is_stream
+
+
+def test_step_windows_follow_rate_steps() -> None:
+    w = workload(rate_steps=[{"rate": 10, "duration": 5}, {"rate": 20, "duration": 7}])
+    (p,) = plan(w, "a", 1, "r", "/tmp/x")
+    assert [(s.offset_s, s.duration_s, s.rate) for s in p.steps] == [(0, 5, 10), (5, 7, 20)]
+    assert p.end_offset_s == 12

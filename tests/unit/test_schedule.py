@@ -1,0 +1,33 @@
+"""Open-loop schedule: due times are fixed by rate and step, never by the broker."""
+from __future__ import annotations
+
+from rbench.runtime.schedule import due_times, segments
+
+
+def test_due_times_follow_rate_exactly() -> None:
+    (seg,) = segments(1_000_000_000, 0, [(0.0, 1.0, 1000.0)])
+    due = list(due_times(seg))
+    assert len(due) == 1000
+    assert due[0] == 1_000_000_000 and due[1] - due[0] == 1_000_000 and due[-1] < 2_000_000_000
+
+
+def test_fractional_interval_does_not_drift() -> None:
+    (seg,) = segments(0, 0, [(0.0, 3.0, 3.0 * 333.3333)])
+    assert len(list(due_times(seg))) == 3000
+
+
+def test_start_delay_trims_first_steps() -> None:
+    segs = list(segments(0, 1_500_000_000, [(0.0, 1.0, 10.0), (1.0, 1.0, 20.0)]))
+    assert [s.step for s in segs] == [1]
+    assert segs[0].start_ns == 1_500_000_000 and segs[0].end_ns == 2_000_000_000
+    assert len(list(due_times(segs[0]))) == 10
+
+
+def test_limit_caps_count() -> None:
+    (seg,) = segments(0, 0, [(0.0, 10.0, 100.0)])
+    assert len(list(due_times(seg, limit=7))) == 7
+
+
+def test_unlimited_rate_segment_has_no_interval() -> None:
+    (seg,) = segments(0, 0, [(0.0, 1.0, None)])
+    assert seg.interval_ns is None
