@@ -8,12 +8,12 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 WORKLOAD ?= conf/workloads/quickstart.yaml
 
-.PHONY: run test unit bench bench-codec bench-amqp091 bench-streams bench-reduce broker build venv clean
+.PHONY: run test unit bench bench-runtime bench-codec bench-amqp091 bench-streams bench-reduce broker build venv clean
 
 # Virtualenv with rbench installed editable (test and benchmark extras included).
 $(VENV)/.installed: pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip setuptools wheel
+	$(PY) -m pip install -q --upgrade pip 'setuptools>=68' wheel 'cython>=3.0'
 	$(PY) -m pip install -q -e '.[test,bench]'
 	touch $@
 
@@ -27,7 +27,7 @@ broker:
 	@bash scripts/ensure-broker.sh
 
 run: build broker
-	$(VENV)/bin/rbench run $(WORKLOAD)
+	$(VENV)/bin/rbench run $(WORKLOAD) --master "local[2]"
 
 test: build broker
 	$(PY) -m pytest -q tests
@@ -35,7 +35,10 @@ test: build broker
 unit: build
 	$(PY) -m pytest -q tests/unit
 
-bench: bench-codec bench-amqp091 bench-streams bench-reduce
+bench: bench-runtime bench-codec bench-amqp091 bench-streams bench-reduce
+
+bench-runtime: build broker
+	$(PY) bench/bench_runtime.py
 
 bench-codec: build
 	$(PY) bench/bench_codec.py

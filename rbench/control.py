@@ -41,11 +41,15 @@ class ProgressBoard:
         self.current_step: dict[str, int] = {}
         self.t0_ns: dict[str, int] = {}
         self.tasks_seen: dict[str, set[int]] = defaultdict(set)
+        self.metrics_endpoints: dict[tuple[str, int], str] = {}
 
     def add(self, msg: dict[str, Any]) -> None:
         cluster, step = str(msg["cluster"]), int(msg.get("step", 0))
         with self._lock:
             self.tasks_seen[cluster].add(int(msg.get("task", -1)))
+            if "metrics_port" in msg:
+                self.metrics_endpoints[(cluster, int(msg["task"]))] = f"http://{msg.get('host', '?')}:{msg['metrics_port']}/metrics"
+                return
             if "t0_ns" in msg:
                 self.t0_ns[cluster] = int(msg["t0_ns"])
             self.current_step[cluster] = max(step, self.current_step.get(cluster, 0))

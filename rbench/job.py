@@ -147,6 +147,7 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
                 c["status"] = "failed"
                 raise spark_error(exc) from None
             c["task_results"] = results
+            c["metrics_endpoints"] = sorted(v for (name, _), v in control.board.metrics_endpoints.items() if name == cluster.name)
             t0 = min((r["t0_ns"] for r in results if r.get("t0_ns")), default=control.board.t0_ns.get(cluster.name))
             if t0:
                 info.set_t0(cluster.name, t0)

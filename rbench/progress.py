@@ -39,6 +39,7 @@ class ProgressPrinter:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="rbench-progress", daemon=True)
         self._last = time.monotonic()
+        self._shown_endpoints: set[str] = set()
 
     def start(self, cluster: str) -> None:
         self.cluster = cluster
@@ -53,6 +54,9 @@ class ProgressPrinter:
 
     def _loop(self) -> None:
         while not self._stop.wait(self.interval_s):
+            for endpoint in sorted(set(self.board.metrics_endpoints.values()) - self._shown_endpoints):
+                print(f"metrics: {endpoint}", file=self.out, flush=True)
+                self._shown_endpoints.add(endpoint)
             line = self.line()
             if line:
                 print(line, file=self.out, flush=True)

@@ -20,7 +20,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rbench.runtime import histogram
 from rbench.runtime.stamp import STAMP
 
 ROWS_PER_PART = 65_536
@@ -106,6 +105,7 @@ class Recorder:
         self._pub_base = 0                     # absolute index of buffer row 0
         self._last_flush = time.monotonic()
         self._progress_from = 0                # consumed buffer row where the next progress slice starts
+        self.confirm_latencies = array("q")    # confirm − sent of confirms since the last progress read
         self.counts = {"published": 0, "confirmed": 0, "nacked": 0, "returned": 0, "consumed": 0, "timeout": 0}
 
     # ---- columns -------------------------------------------------------------------------
@@ -147,6 +147,7 @@ class Recorder:
             return
         i = row - self._pub_base
         self.p_confirmed[i] = t_ns
+        self.confirm_latencies.append(t_ns - self.p_sent[i])
         if self.p_outcome[i] != RETURNED:
             self.p_outcome[i] = ACK if acked else NACK
         self.counts["confirmed" if acked else "nacked"] += 1
@@ -185,15 +186,17 @@ class Recorder:
         return producer, seq
 
     # ---- periodic --------------------------------------------------------------------------
-    def progress_histogram(self) -> dict[int, int]:
-        """End-to-end (receive − intended) histogram of rows consumed since the last call."""
+    def take_latencies(self) -> tuple[np.ndarray, np.ndarray]:
+        """(end-to-end, confirm) latencies in ns of what arrived since the last call."""
         start = self._progress_from
         self._progress_from = len(self.c_seq)
+        confirms = np.frombuffer(self.confirm_latencies, dtype=np.int64).copy()
+        self.confirm_latencies = array("q")
         if start >= len(self.c_seq):
-            return {}
+            return np.empty(0, dtype=np.int64), confirms
         received = np.frombuffer(self.c_received, dtype=np.int64)[start:]
         intended = np.frombuffer(self.c_intended, dtype=np.int64)[start:]
-        return histogram.bucket_counts(received - intended)
+        return received - intended, confirms
 
     def expire_confirms(self, now_ns: int) -> None:
         if self.confirm_timeout_ns is None or not self._pending:

@@ -10,14 +10,16 @@ import asyncio
 import contextlib
 import random
 import signal
+import socket
 import time
 from collections.abc import Callable
 from typing import Any
 
 from rbench.control import ControlClient
 from rbench.drivers.base import Consumer, Driver, Publisher, load_driver
-from rbench.errors import RbenchError
+from rbench.errors import ConfigError, RbenchError
 from rbench.plan import TaskPlan
+from rbench.runtime import histogram
 from rbench.runtime.producer import ProducerSink, run_producer
 from rbench.runtime.recorder import Recorder
 from rbench.runtime.schedule import segments
@@ -79,6 +81,8 @@ class TaskRun:
         self.consumers: list[Consumer] = []
         self.consumer_states: list[_ConsumerState] = []
         self._last_counts = dict(self.recorder.counts)
+        self.metrics: Any = None
+        self._metrics_server: Any = None
 
     # ---- lifecycle -----------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
@@ -87,6 +91,7 @@ class TaskRun:
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
                 loop.add_signal_handler(sig, self._interrupt)
         await self.control.connect()
+        self._start_metrics()
         watcher = loop.create_task(self._watch_control())
         ticker: asyncio.Task[None] | None = None
         summary: dict[str, Any] = {}
@@ -115,6 +120,8 @@ class TaskRun:
             watcher.cancel()
             await self._close_quietly()
             self._send_progress(final=True)
+            if self._metrics_server is not None:
+                self._metrics_server.shutdown()
             # a failed attempt keeps its parts but is not committed: the reduce ignores it
             counts = self.recorder.close(self.interrupted, commit=completed or self.interrupted)
             await self.control.aclose()
@@ -209,7 +216,26 @@ class TaskRun:
         counts = dict(self.recorder.counts)
         delta = {k: counts[k] - self._last_counts.get(k, 0) for k in counts}
         self._last_counts = counts
-        self.control.send({"cluster": self.plan.cluster.name, "task": self.plan.task, "step": self._current_step(),
+        step = self._current_step()
+        e2e, confirms = self.recorder.take_latencies()
+        if self.metrics is not None:
+            self.metrics.update(step, delta, e2e, confirms)
+        self.control.send({"cluster": self.plan.cluster.name, "task": self.plan.task, "step": step,
                            "published": delta["published"], "confirmed": delta["confirmed"],
                            "consumed": delta["consumed"], "nacked": delta["nacked"], "returned": delta["returned"],
-                           "hist": self.recorder.progress_histogram(), "final": final})
+                           "hist": histogram.bucket_counts(e2e), "final": final})
+
+    def _start_metrics(self) -> None:
+        """Serve Prometheus metrics when the workload asks (port + task index, or any free port)."""
+        if self.plan.metrics_port is None:
+            return
+        from rbench.metrics import TaskMetrics, serve
+
+        self.metrics = TaskMetrics(self.plan.run_id, self.plan.cluster.name, self.plan.task)
+        port = self.plan.metrics_port + self.plan.task if self.plan.metrics_port else 0
+        try:
+            self._metrics_server, port = serve(self.metrics, port)
+        except OSError as exc:
+            raise ConfigError(f"metrics_port: cannot listen on port {port} ({exc.strerror})") from None
+        self.control.send({"cluster": self.plan.cluster.name, "task": self.plan.task, "metrics_port": port,
+                           "host": socket.gethostname()})

@@ -137,3 +137,38 @@ def test_wrong_password_fails_fast_with_masked_uri(amqp_url: str, unique_name: s
     assert "authentication refused" in str(info.value) and "wrong-secret" not in str(info.value)
     # a failed attempt writes no commit marker: the reduce will ignore it
     assert not list((tmp_path / "run").glob("**/_COMMITTED"))
+
+
+def test_prometheus_metrics_are_served_while_the_task_runs(amqp_url: str, unique_name: str, tmp_path: Path) -> None:
+    import urllib.request
+
+    w = workload_from_dict(workload_dict(amqp_url, unique_name, duration=4, metrics_port=0))
+    (p,) = plan(w, "local", 1, "run", str(tmp_path))
+    task = TaskRun(p, 0, None, None)
+    scraped: list[str] = []
+
+    async def main() -> dict:
+        loop = asyncio.get_running_loop()
+
+        async def scrape() -> None:
+            await asyncio.sleep(3.0)
+            url = f"http://127.0.0.1:{task._metrics_server.server_port}/metrics"
+            body = await loop.run_in_executor(None, lambda: urllib.request.urlopen(url, timeout=5).read().decode())
+            scraped.append(body)
+
+        scraper = loop.create_task(scrape())
+        result = await task.run()
+        await scraper
+        return result
+
+    asyncio.run(main())
+    (text,) = scraped
+    def value(prefix: str) -> float:
+        line = next(ln for ln in text.splitlines() if ln.startswith(prefix))
+        assert 'run_id="run"' in line and 'cluster="local"' in line and 'task="0"' in line
+        return float(line.rsplit(" ", 1)[1])
+
+    assert value("rbench_published_total{") >= 1000
+    assert value("rbench_consumed_total{") >= 1000
+    assert value("rbench_latency_seconds_count{") >= 1000
+    assert value("rbench_confirm_latency_seconds_count{") >= 1000
