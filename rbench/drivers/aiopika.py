@@ -8,6 +8,7 @@ which is exactly why it costs ~150 µs of client CPU per message.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from typing import Any
 
@@ -21,6 +22,9 @@ from rbench.drivers.base import OnMessage, PublishSink
 from rbench.errors import BrokerError, ConnectError, mask_uri
 
 CONNECT_TIMEOUT_S = 8.0
+# aiormq logs connection and channel events itself; rbench reports failures once, masked
+logging.getLogger("aiormq").setLevel(logging.CRITICAL)
+logging.getLogger("aio_pika").setLevel(logging.CRITICAL)
 _REPLY_CODES = {
     aiormq.exceptions.ChannelAccessRefused: 403,
     aiormq.exceptions.ChannelNotFoundEntity: 404,

@@ -31,3 +31,42 @@ def test_limit_caps_count() -> None:
 def test_unlimited_rate_segment_has_no_interval() -> None:
     (seg,) = segments(0, 0, [(0.0, 1.0, None)])
     assert seg.interval_ns is None
+
+
+def test_a_producer_behind_schedule_stops_at_the_step_end() -> None:
+    """When the client cannot keep up, the backlog is dropped at the step's end, not sent late."""
+    import asyncio
+    import time
+
+    from rbench.config.types import PublisherSpec
+    from rbench.runtime.producer import run_producer
+
+    class SlowPublisher:
+        def __init__(self) -> None:
+            self.count = 0
+
+        async def ready(self) -> None:
+            time.sleep(0.002)            # a client that can do ~500 msg/s
+
+        def publish(self, payload: bytes, seq: int) -> None:
+            self.count += 1
+
+    class NullRecorder:
+        def queue_index(self, queue: str) -> int:
+            return 0
+
+        def published(self, *args: object) -> None:
+            pass
+
+    async def main() -> tuple[int, float]:
+        start = time.time_ns() + 50_000_000
+        (seg,) = segments(start, 0, [(0.0, 0.5, 2000.0)])        # 1000 messages due in 0.5 s
+        pub = SlowPublisher()
+        t = time.monotonic()
+        sent = await run_producer(pub, PublisherSpec(producer_id=0, queue="q"), NullRecorder(), [seg], 24, None,
+                                  asyncio.Event())
+        return sent, time.monotonic() - t
+
+    sent, elapsed = asyncio.run(main())
+    assert sent < 1000
+    assert elapsed < 0.5 + 0.05 + 0.2
