@@ -161,14 +161,15 @@ def test_prometheus_metrics_are_served_while_the_task_runs(amqp_url: str, unique
         await scraper
         return result
 
-    asyncio.run(main())
+    result = asyncio.run(main())
     (text,) = scraped
     def value(prefix: str) -> float:
         line = next(ln for ln in text.splitlines() if ln.startswith(prefix))
         assert 'run_id="run"' in line and 'cluster="local"' in line and 'task="0"' in line
         return float(line.rsplit(" ", 1)[1])
 
-    assert value("rbench_published_total{") >= 1000
-    assert value("rbench_consumed_total{") >= 1000
-    assert value("rbench_latency_seconds_count{") >= 1000
-    assert value("rbench_confirm_latency_seconds_count{") >= 1000
+    # scraped mid-run: counts are partial but present, and no larger than the run's totals
+    assert 100 <= value("rbench_published_total{") <= result["published"]
+    assert 100 <= value("rbench_consumed_total{") <= result["consumed"]
+    assert 100 <= value("rbench_latency_seconds_count{") <= result["consumed"]
+    assert 100 <= value("rbench_confirm_latency_seconds_count{") <= result["confirmed"]
