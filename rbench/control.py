@@ -37,7 +37,7 @@ class ProgressBoard:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.steps: dict[tuple[str, int], StepProgress] = defaultdict(StepProgress)
-        self.window: dict[str, StepProgress] = defaultdict(StepProgress)   # since last read, per cluster
+        self.seconds: dict[tuple[str, int], StepProgress] = defaultdict(StepProgress)  # per wall-clock second
         self.current_step: dict[str, int] = {}
         self.t0_ns: dict[str, int] = {}
         self.tasks_seen: dict[str, set[int]] = defaultdict(set)
@@ -53,14 +53,18 @@ class ProgressBoard:
             if "t0_ns" in msg:
                 self.t0_ns[cluster] = int(msg["t0_ns"])
             self.current_step[cluster] = max(step, self.current_step.get(cluster, 0))
-            for target in (self.steps[(cluster, step)], self.window[cluster]):
+            second = int(msg.get("second", 0))
+            for target in (self.steps[(cluster, step)], self.seconds[(cluster, second)]):
                 for key in ("published", "confirmed", "consumed", "nacked", "returned"):
                     setattr(target, key, getattr(target, key) + int(msg.get(key, 0)))
                 histogram.merge(target.hist, msg.get("hist", {}))
 
-    def take_window(self, cluster: str) -> StepProgress:
+    def take_second(self, cluster: str, second: int) -> StepProgress:
+        """What the tasks did during wall-clock second `second` (and forget older ones)."""
         with self._lock:
-            return self.window.pop(cluster, StepProgress())
+            for key in [k for k in self.seconds if k[0] == cluster and k[1] < second]:
+                del self.seconds[key]
+            return self.seconds.pop((cluster, second), StepProgress())
 
     def step(self, cluster: str, step: int) -> StepProgress:
         with self._lock:

@@ -198,8 +198,9 @@ class TaskRun:
 
     # ---- once a second -----------------------------------------------------------------------
     async def _tick_every_second(self) -> None:
+        """Tick just after each wall-clock second, so every progress delta covers one second."""
         while True:
-            await asyncio.sleep(1.0)
+            await asyncio.sleep(1.0 - (time.time() % 1.0) + 0.01)
             self.recorder.expire_confirms(time.time_ns())
             self._send_progress()
             self.recorder.tick()
@@ -221,6 +222,7 @@ class TaskRun:
         if self.metrics is not None:
             self.metrics.update(step, delta, e2e, confirms)
         self.control.send({"cluster": self.plan.cluster.name, "task": self.plan.task, "step": step,
+                           "second": int(time.time()) - 1 if not final else int(time.time()),
                            "published": delta["published"], "confirmed": delta["confirmed"],
                            "consumed": delta["consumed"], "nacked": delta["nacked"], "returned": delta["returned"],
                            "hist": histogram.bucket_counts(e2e), "final": final})
