@@ -69,7 +69,7 @@ class RunInfo:
         for c in workload.clusters:
             self.data["clusters"].append({
                 "name": c.name, "nodes": c.nodes, "instance_type": c.instance_type, "volume_type": c.volume_type,
-                "volume_gb": c.volume_gb, "uris": [mask_uri(u) for u in c.uris], "status": "pending",
+                "volume_gb": c.volume_gb, "volume_iops": c.volume_iops, "uris": [mask_uri(u) for u in c.uris], "status": "pending",
                 "tasks": None, "producers": workload.producers, "consumers": workload.consumers, "t0_ns": None,
                 "steps": [{"step": s.index, "rate_per_producer": s.rate,
                            "target_rate": None if s.rate is None else s.rate * workload.producers,

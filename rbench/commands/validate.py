@@ -12,6 +12,8 @@ HELP = "Validate a workload file (or print its JSON schema)."
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("workload", nargs="?", help="workload YAML file")
     parser.add_argument("--schema", action="store_true", help="print the workload JSON schema and exit")
+    parser.add_argument("--costs", default=None, help="price file to check instance and volume types against "
+                                                       "(default conf/costs.yaml)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -21,10 +23,17 @@ def run(args: argparse.Namespace) -> int:
     if not args.workload:
         from rbench.errors import ConfigError
         raise ConfigError("validate: expected a workload file (or --schema)")
+    from rbench.reduce.costs import load_prices, monthly_cost
+
     w = load_workload(args.workload)
+    prices = load_prices(args.costs)
+    costs = [monthly_cost(c.model_dump(), prices) for c in w.clusters]   # unknown types fail before any output
     steps = w.steps()
     rates = ", ".join("unlimited" if s.rate is None else f"{s.rate:g}" for s in steps[:6]) + (" …" if len(steps) > 6 else "")
     print(f"ok: {w.name}: {len(w.clusters)} cluster(s), {w.producers} producer(s), {w.consumers} consumer(s), "
           f"{len(w.queues.names(w.name))} {w.queues.type} queue(s), {len(steps)} step(s) at {rates} msg/s per producer, "
           f"{sum(s.duration for s in steps):g} s, driver {w.resolved_driver()}")
+    for c, cost in zip(w.clusters, costs):
+        print(f"   cluster {c.name}: {c.nodes} × {c.instance_type} + {c.volume_gb} GB {c.volume_type}: "
+              f"{cost['monthly_cost']:,.2f} {prices.currency}/month")
     return 0

@@ -31,6 +31,7 @@ class Cluster(_Model):
     instance_type: str = Field(default="local", description="Key of conf/costs.yaml instance_types.")
     volume_type: str = Field(default="local", description="Key of conf/costs.yaml volume_types.")
     volume_gb: int = Field(default=0, ge=0)
+    volume_iops: int | None = Field(default=None, ge=0, description="Provisioned IOPS per node; default: the volume type's baseline.")
 
     @field_validator("uris", "stream_uris")
     @classmethod

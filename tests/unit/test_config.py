@@ -93,3 +93,15 @@ def test_cli_validate_prints_one_line_error(tmp_path: Path, capsys: pytest.Captu
     assert main(["validate", str(f)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "producers" in err and "Traceback" not in err
+
+
+def test_validate_checks_prices_before_printing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    text = (ROOT / "conf" / "workloads" / "cluster-sizing.yaml").read_text().replace("m5.xlarge", "m9.huge")
+    f = tmp_path / "w.yaml"
+    f.write_text(text)
+    assert main(["validate", str(f)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "instance_type 'm9.huge' has no price" in captured.err and captured.err.count("\n") == 1
+    assert main(["validate", str(ROOT / "conf" / "workloads" / "cluster-sizing.yaml")]) == 0
+    assert "qq-3x-m5xlarge: 3 × m5.xlarge + 100 GB gp3" in capsys.readouterr().out
