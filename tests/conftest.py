@@ -43,3 +43,25 @@ def spark() -> Iterator["object"]:
     session = local_session("local[2]", app_name="rbench-tests")
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _delete_test_queues_afterwards() -> Iterator[None]:
+    """Leave the shared broker as we found it: drop every queue a test created (rbench-test-*)."""
+    yield
+    import base64
+    import json as _json
+    import urllib.parse
+    import urllib.request
+
+    api = os.environ.get("RBENCH_MANAGEMENT_URL", "http://127.0.0.1:15672/api")
+    auth = "Basic " + base64.b64encode(b"guest:guest").decode()
+    try:
+        request = urllib.request.Request(f"{api}/queues?columns=name,vhost", headers={"Authorization": auth})
+        queues = _json.loads(urllib.request.urlopen(request, timeout=10).read())
+        for q in queues:
+            if q["name"].startswith("rbench-test-"):
+                path = f"{api}/queues/{urllib.parse.quote(q['vhost'], safe='')}/{urllib.parse.quote(q['name'], safe='')}"
+                urllib.request.urlopen(urllib.request.Request(path, method="DELETE", headers={"Authorization": auth}), timeout=10)
+    except OSError:
+        pass          # management plugin absent: nothing to clean with
