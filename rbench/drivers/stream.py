@@ -1,0 +1,551 @@
+"""The ``stream`` driver: RabbitMQ Streams (port 5552) through rstream's connection handling.
+
+Shape, and why:
+
+* one locator connection per driver for declare/delete/metadata, and one connection per
+  publisher and per consumer (to the stream leader for publishers), so producers and
+  consumers do not share a socket and their CPU and latency stay attributable;
+* publishers give each message the runtime's ``seq`` as publishing id, so a
+  ``PublishConfirm`` maps to ``PublishSink.on_confirm(seq, ...)`` with no lookup table;
+  messages published in the same event-loop turn go out as one ``Publish`` frame
+  (the batch-of-100 case is one frame, the single-message case is one frame per message);
+* consumers subscribe with ``ConsumerSpec.prefetch`` as credit (in chunks; 0 means
+  the rstream default of 10) and give one credit back per chunk handled, so
+  ``on_message`` back-pressure reaches the broker;
+* offsets: ``first``, ``last``, ``next``, ``offset:N`` (messages before N in the
+  first chunk are skipped, so delivery starts exactly at N), ``timestamp:MS``
+  (chunk granularity, as the broker does it: delivery starts at the first chunk
+  written at or after MS, so a few earlier messages of that chunk may arrive);
+* ``message_format``: ``amqp`` wraps the body in an AMQP 1.0 ``data`` section
+  (rbench.codec.amqp10 when built, see stream_wire.amqp_codec), ``binary`` sends it
+  raw. Either way the 24-byte stamp is the first bytes of the body the consumer sees.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import struct
+from typing import Any
+
+from rstream import schema
+from rstream.constants import OffsetType
+
+from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, QueueDecl, Topology
+from rbench.drivers.base import OnMessage, PublishSink
+from rbench.drivers.stream_wire import (
+    INLINE_DATA_SECTION,
+    MSG_HDR,
+    PUB_HDR_SIZE,
+    StreamProtocol,
+    credit_frame,
+    decode_amqp_data,
+    encode_amqp_data,
+    iter_records,
+    now_ns,
+    open_connection,
+    stream_uri_from_amqp,
+)
+from rbench.errors import BrokerError, CodecError, ConfigError, ConnectError
+
+log = logging.getLogger(__name__)
+
+DEFAULT_CREDIT = 10
+_PUB_HDR = struct.Struct(">IHHBI")
+_ERR = struct.Struct(">QH")
+_MSG_HDR = MSG_HDR.pack
+_AMQP_DATA8 = struct.Struct(">QIIB").pack     # id, size, 0x00 0x53 0x75 0xa0, vbin8 length
+_AMQP_DATA32 = struct.Struct(">QIII").pack    # id, size, 0x00 0x53 0x75 0xb0, vbin32 length
+
+# x-argument of a stream queue → stream protocol Create argument
+CREATE_ARGUMENTS = {
+    "x-max-length-bytes": "max-length-bytes",
+    "x-max-age": "max-age",
+    "x-stream-max-segment-size-bytes": "stream-max-segment-size-bytes",
+    "x-initial-cluster-size": "initial-cluster-size",
+    "x-queue-leader-locator": "queue-leader-locator",
+}
+
+
+def stream_uris(target: ClusterTarget) -> tuple[str, ...]:
+    """The target's rabbitmq-stream:// URIs, or its amqp:// URIs moved to port 5552."""
+    if target.stream_uris:
+        return tuple(target.stream_uris)
+    if not target.uris:
+        raise ConfigError(f"cluster {target.name!r}: no stream_uris and no uris to derive them from")
+    return tuple(stream_uri_from_amqp(u) for u in target.uris)
+
+
+def create_arguments(queue: QueueDecl) -> dict[str, str]:
+    """Stream create arguments from a QueueDecl's x-arguments (x-queue-type dropped)."""
+    out: dict[str, str] = {}
+    for key, value in queue.arguments:
+        if key == "x-queue-type":
+            continue
+        name = CREATE_ARGUMENTS.get(key)
+        if name is None:
+            raise ConfigError(f"stream {queue.name!r}: argument {key!r} is not a stream argument "
+                              f"(expected one of {', '.join(sorted(CREATE_ARGUMENTS))})")
+        out[name] = str(value).lower() if isinstance(value, bool) else str(value)
+    return out
+
+
+def parse_offset(text: str) -> tuple[int, int | None]:
+    """``first|last|next|offset:N|timestamp:MS`` → (rstream OffsetType value, argument)."""
+    t = text.strip().lower()
+    if t in ("first", "last", "next"):
+        return int(OffsetType[t.upper()]), None
+    kind, sep, value = t.partition(":")
+    if sep and kind in ("offset", "timestamp"):
+        try:
+            n = int(value)
+        except ValueError:
+            n = -1
+        if n >= 0:
+            return (int(OffsetType.OFFSET) if kind == "offset" else int(OffsetType.TIMESTAMP)), n
+    raise ConfigError(f"consumer offset: expected first, last, next, offset:N or timestamp:MS, got {text!r}")
+
+
+def _offset_spec(kind: int, value: int | None) -> schema.OffsetSpec:
+    return schema.OffsetSpec.from_params(OffsetType(kind), value)
+
+
+# ---------------------------------------------------------------- publisher
+
+class StreamPublisher:
+    """One stream publisher (publisher id 0 on its own connection)."""
+
+    def __init__(self, proto: StreamProtocol, stream: str, spec: PublisherSpec, sink: PublishSink,
+                 publisher_id: int = 0) -> None:
+        self._proto = proto
+        self.stream = stream
+        self._sink = sink
+        self._id = publisher_id
+        self._loop = asyncio.get_running_loop()
+        if spec.message_format == "binary":
+            self.publish = self._publish_binary          # type: ignore[method-assign]
+        elif not INLINE_DATA_SECTION:
+            self.publish = self._publish_amqp_codec      # type: ignore[method-assign]
+        else:
+            self.publish = self._publish_amqp_inline     # type: ignore[method-assign]
+        # the broker confirms every stream message; the sink hears of them only when asked
+        self._report = spec.confirm
+        self._window = spec.confirm_window if spec.confirm_window > 0 else 0
+        self._buf = bytearray(PUB_HDR_SIZE)
+        self._count = 0            # messages in the frame being built
+        self._published = 0        # messages handed to the socket
+        self._done = 0             # confirmed + refused
+        self._waiter: asyncio.Future[None] | None = None
+        self._error: BrokerError | None = None
+        # a Publish frame must stay within frame_max (negotiated at tune): flush before it would not
+        self._frame_max = int(getattr(proto, "frame_max", 1 << 20))
+        self._room = self._frame_max - MSG_HDR.size
+        self.confirmed = 0
+        self.errored = 0
+
+    @property
+    def outstanding(self) -> int:
+        """Messages published (buffered or written) and not yet confirmed or refused."""
+        return self._published + self._count - self._done
+
+    async def ready(self) -> None:
+        """Room in the confirm window and in the socket's write buffer."""
+        if self._error is not None:
+            raise self._error
+        while self._window and self.outstanding >= self._window:
+            self._flush()
+            await self._wait()
+            if self._error is not None:
+                raise self._error
+        if self._proto._writable is not None:
+            self._flush()
+            await self._proto.writable()
+
+    def publish(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
+        """Append one message (publishing id = seq) to the frame being built; never awaits.
+
+        Replaced per instance by one of the specialised variants below (chosen once in
+        __init__ from message_format and the codec), so the hot path has no branches
+        on configuration.
+        """
+        raise NotImplementedError   # pragma: no cover - always shadowed in __init__
+
+    def _publish_binary(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
+        n = len(payload)
+        buf = self._buf
+        if len(buf) + n > self._room:
+            buf = self._make_room(n)
+        buf += _MSG_HDR(seq, n)
+        buf += payload
+        self._count += 1
+        if self._count == 1:
+            self._loop.call_soon(self._flush)
+
+    def _publish_amqp_codec(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
+        data = encode_amqp_data(payload)
+        n = len(data)
+        buf = self._buf
+        if len(buf) + n > self._room:
+            buf = self._make_room(n)
+        buf += _MSG_HDR(seq, n)
+        buf += data
+        self._count += 1
+        if self._count == 1:
+            self._loop.call_soon(self._flush)
+
+    def _publish_amqp_inline(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
+        # header and the AMQP 1.0 data-section prefix in one pack (see stream_wire.AMQP_DATA8)
+        n = len(payload)
+        buf = self._buf
+        if len(buf) + n + 8 > self._room:
+            buf = self._make_room(n + 8)
+        buf += _AMQP_DATA8(seq, n + 5, 0x005375A0, n) if n < 256 else _AMQP_DATA32(seq, n + 8, 0x005375B0, n)
+        buf += payload
+        self._count += 1
+        if self._count == 1:
+            self._loop.call_soon(self._flush)
+
+    def _make_room(self, n: int) -> bytearray:
+        """Flush so that a message of ``n`` encoded bytes fits the frame; refuse one that never fits."""
+        if PUB_HDR_SIZE + MSG_HDR.size + n > self._frame_max:
+            raise ConfigError(f"stream {self.stream!r}: a message of {n} bytes does not fit the broker's "
+                              f"frame_max of {self._frame_max} bytes")
+        self._flush()
+        return self._buf
+
+    def _flush(self) -> None:
+        count = self._count
+        if not count:
+            return
+        buf = self._buf
+        _PUB_HDR.pack_into(buf, 0, len(buf) - 4, 2, 1, self._id, count)
+        self._buf = bytearray(PUB_HDR_SIZE)
+        self._count = 0
+        self._published += count
+        if self._error is None:
+            self._proto.write(buf)
+
+    def _wake(self) -> None:
+        w = self._waiter
+        if w is not None:
+            self._waiter = None
+            if not w.done():
+                w.set_result(None)
+
+    async def _wait(self) -> None:
+        if self._waiter is None:
+            self._waiter = self._loop.create_future()
+        await self._waiter
+
+    def on_confirm(self, data: bytes, pos: int, count: int) -> None:
+        if self._report:
+            t = now_ns()
+            on_confirm = self._sink.on_confirm
+            for seq in struct.unpack_from(f">{count}Q", data, pos):
+                on_confirm(seq, True, t)
+        self._done += count
+        self.confirmed += count
+        if self._waiter is not None:
+            self._wake()
+
+    def on_error(self, data: bytes, pos: int, count: int) -> None:
+        t = now_ns()
+        for i in range(count):
+            seq, code = _ERR.unpack_from(data, pos + 10 * i)
+            log.debug("stream %s: message %d refused with code %d", self.stream, seq, code)
+            if self._report:
+                self._sink.on_confirm(seq, False, t)
+        self._done += count
+        self.errored += count
+        if self._waiter is not None:
+            self._wake()
+
+    def on_connection_lost(self, err: BrokerError) -> None:
+        self._error = err
+        self._wake()
+
+    async def drain(self, timeout: float) -> int:
+        """Flush and wait for every confirm; return how many are still outstanding."""
+        self._flush()
+        if self._published == self._done:
+            return 0
+        deadline = self._loop.time() + timeout
+        while self._published != self._done and self._error is None:
+            left = deadline - self._loop.time()
+            if left <= 0:
+                break
+            if self._waiter is None:
+                self._waiter = self._loop.create_future()
+            timer = self._loop.call_later(left, self._wake)
+            try:
+                await self._waiter
+            finally:
+                timer.cancel()
+        return self.outstanding
+
+    async def aclose(self) -> None:
+        self._flush()
+        proto = self._proto
+        if proto.closed is None:
+            try:
+                await proto.request(schema.DeletePublisher(proto.next_corr(), publisher_id=self._id),
+                                    "delete publisher", timeout=3)
+            except BrokerError:
+                pass
+        proto.publishers.pop(self._id, None)
+        await proto.close()
+
+
+# ---------------------------------------------------------------- consumer
+
+class StreamConsumer:
+    """One subscription (id 0 on its own connection)."""
+
+    def __init__(self, proto: StreamProtocol, spec: ConsumerSpec, on_message: OnMessage,
+                 subscription_id: int = 0) -> None:
+        self._proto = proto
+        self.stream = spec.queue
+        self._on_message = on_message
+        self._id = subscription_id
+        self._amqp = spec.message_format == "amqp"
+        self._offset_kind, self._offset_value = parse_offset(spec.offset)
+        # offset:N: the broker starts at the chunk holding N; skip what comes before N
+        self._skip_below = self._offset_value if self._offset_kind == int(OffsetType.OFFSET) else 0
+        self._credit_frame = credit_frame(subscription_id, 1)
+        self.next_offset: int | None = None
+        self.active = not spec.single_active
+        self.received = 0
+        self.malformed = 0
+        self.error: BrokerError | None = None
+
+    def on_chunk(self, data: bytes, pos: int, end: int) -> None:
+        t = now_ns()
+        first, _ts, records = iter_records(data, pos, end)
+        skip = self._skip_below - first
+        on_message = self._on_message
+        mv = memoryview(data)
+        if self._amqp:
+            decode = decode_amqp_data
+            for i, r in enumerate(records):
+                if i < skip:
+                    continue
+                try:
+                    body = decode(mv[r[0]:r[1]] if type(r) is tuple else r)
+                except (CodecError, ValueError, IndexError) as exc:
+                    # not an AMQP 1.0 data message (another client wrote it): count it, keep going
+                    self.malformed += 1
+                    if self.malformed == 1:
+                        log.warning("stream %s: offset %d is not an AMQP 1.0 data message: %s",
+                                    self.stream, first + i, exc)
+                    continue
+                on_message(body, False, t)
+        else:
+            for i, r in enumerate(records):
+                if i < skip:
+                    continue
+                on_message(mv[r[0]:r[1]] if type(r) is tuple else r, False, t)
+        n = len(records)
+        self.received += max(0, n - max(skip, 0))
+        self.next_offset = first + n
+        if self._proto.closed is None:
+            self._proto.write(self._credit_frame)
+
+    def on_consumer_update(self, active: bool) -> tuple[int, int | None]:
+        """Single active consumer: the broker (de)activates us; we say where to start."""
+        self.active = active
+        if self.next_offset is not None:      # resume after what we already handled
+            return int(OffsetType.OFFSET), self.next_offset
+        return self._offset_kind, self._offset_value
+
+    def on_connection_lost(self, err: BrokerError) -> None:
+        self.error = err
+
+    async def aclose(self) -> None:
+        proto = self._proto
+        if proto.closed is None:
+            try:
+                await proto.request(schema.Unsubscribe(proto.next_corr(), subscription_id=self._id),
+                                    "unsubscribe", timeout=3)
+            except BrokerError:
+                pass
+        proto.subscribers.pop(self._id, None)
+        await proto.close()
+
+
+# ---------------------------------------------------------------- driver
+
+class StreamDriver:
+    """The ``stream`` driver (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self._uris: tuple[str, ...] = ()
+        self._amqp_uris: tuple[str, ...] = ()
+        self._uri = ""
+        self._locator: StreamProtocol | None = None
+        self._server: dict[str, str] = {}
+        self._connections: list[StreamProtocol] = []   # publishers' and consumers', closed by aclose()
+
+    async def open(self, target: ClusterTarget) -> None:
+        """Connect the locator to the first stream URI that answers."""
+        self._uris = stream_uris(target)
+        self._amqp_uris = tuple(u for u in target.uris if u.startswith("amqp"))
+        failures: list[str] = []
+        for uri in self._uris:
+            try:
+                self._locator, self._server = await open_connection(uri, "rbench-locator")
+                self._uri = uri
+                return
+            except ConnectError as exc:
+                failures.append(str(exc))
+        raise ConnectError("; ".join(failures))
+
+    def _loc(self) -> StreamProtocol:
+        if self._locator is None:
+            raise BrokerError("stream driver used before open()")
+        return self._locator
+
+    async def declare(self, topology: Topology) -> None:
+        """Create every stream of the topology; an existing one must have the same arguments."""
+        if topology.exchange or topology.bindings:
+            raise ConfigError("stream driver: exchanges and bindings are not part of the stream protocol; "
+                              "publish to the stream by name")
+        for queue in topology.queues:
+            if not queue.is_stream:
+                raise ConfigError(f"stream driver: queue {queue.name!r} is x-queue-type={queue.queue_type}, "
+                                  "expected stream")
+            await self.create_stream(queue)
+
+    async def create_stream(self, queue: QueueDecl) -> bool:
+        """Create one stream; True when created, False when it already existed with these arguments.
+
+        The stream protocol answers STREAM_ALREADY_EXISTS whatever the arguments, so an
+        existing stream is checked with an AMQP 0.9.1 queue.declare of the same arguments
+        (RabbitMQ answers 406 PRECONDITION_FAILED when they differ) when the target has
+        AMQP URIs.
+        """
+        args = create_arguments(queue)
+        loc = self._loc()
+        props = [schema.Property(k, v) for k, v in args.items()]
+        resp = await loc.request(schema.Create(loc.next_corr(), stream=queue.name, arguments=props),
+                                 f"create stream {queue.name!r}", ok_codes=(1, 5, 17))
+        if resp.response_code == 17:
+            raise BrokerError(f"declare stream {queue.name!r}: it already exists with other arguments "
+                              f"(PRECONDITION_FAILED; wanted {args or 'no arguments'}); delete it or "
+                              "declare it as it is", 406)
+        if resp.response_code == 1:
+            return True
+        await self._check_equivalent(queue)
+        return False
+
+    async def _check_equivalent(self, queue: QueueDecl) -> None:
+        if not self._amqp_uris:
+            log.warning("stream %s exists; no AMQP URI to check its arguments", queue.name)
+            return
+        import aiormq
+
+        conn = None
+        try:
+            conn = await asyncio.wait_for(aiormq.connect(self._amqp_uris[0]), 10)
+            channel = await conn.channel()
+            await channel.queue_declare(queue.name, durable=True, arguments=dict(queue.arguments))
+        except aiormq.exceptions.ChannelPreconditionFailed as exc:
+            detail = str(exc.args[0]) if exc.args else "inequivalent arguments"
+            raise BrokerError(f"declare stream {queue.name!r}: it already exists with other arguments "
+                              f"(PRECONDITION_FAILED: {detail})", 406) from None
+        except (OSError, asyncio.TimeoutError, aiormq.exceptions.AMQPError) as exc:
+            log.warning("stream %s exists; could not check its arguments over AMQP: %s",
+                        queue.name, type(exc).__name__)
+        finally:
+            if conn is not None:
+                try:
+                    await conn.close()
+                except Exception:
+                    pass
+
+    async def delete_streams(self, names: list[str]) -> None:
+        """Delete streams (missing ones are fine): test and scenario clean-up."""
+        loc = self._loc()
+        for name in names:
+            await loc.request(schema.Delete(loc.next_corr(), stream=name), f"delete stream {name!r}",
+                              ok_codes=(1, 2))
+
+    async def _leader(self, stream: str) -> tuple[str, int] | None:
+        """(host, port) of the stream leader when it is not the node the locator talks to."""
+        loc = self._loc()
+        resp = await loc.request(schema.Metadata(loc.next_corr(), streams=[stream]), f"metadata of {stream!r}")
+        meta = resp.metadata[0]
+        if meta.response_code != 1:
+            from rbench.drivers.stream_wire import response_error
+
+            raise response_error(meta.response_code, f"stream {stream!r}")
+        brokers = {b.reference: b for b in resp.brokers}
+        leader = brokers.get(meta.leader_ref)
+        if leader is None:
+            raise BrokerError(f"stream {stream!r} has no leader yet")
+        here = (self._server.get("advertised_host"), str(self._server.get("advertised_port")))
+        if (leader.host, str(leader.port)) == here:
+            return None
+        return leader.host, leader.port
+
+    async def _connect(self, name: str, host_port: tuple[str, int] | None = None) -> StreamProtocol:
+        proto, _ = await open_connection(self._uri, name, host_port=host_port)
+        self._connections = [c for c in self._connections if c.closed is None]
+        self._connections.append(proto)
+        return proto
+
+    async def publisher(self, spec: PublisherSpec, sink: PublishSink) -> StreamPublisher:
+        stream = spec.queue or spec.routing_key
+        proto = await self._connect(f"rbench-producer-{spec.producer_id}", await self._leader(stream))
+        pub = StreamPublisher(proto, stream, spec, sink)
+        proto.publishers[0] = pub
+        try:
+            await proto.request(schema.DeclarePublisher(proto.next_corr(), publisher_id=0, reference="",
+                                                        stream=stream), f"declare publisher on {stream!r}")
+        except BaseException:
+            await proto.close()
+            raise
+        return pub
+
+    def broker_version(self) -> tuple[int, ...]:
+        """RabbitMQ version from the locator's peer properties, e.g. (3, 10, 8); () if unknown."""
+        parts = []
+        for p in str(self._server.get("version", "")).split("."):
+            if not p.isdigit():
+                break
+            parts.append(int(p))
+        return tuple(parts)
+
+    async def consumer(self, spec: ConsumerSpec, on_message: OnMessage) -> StreamConsumer:
+        version = self.broker_version()
+        if spec.single_active and version and version < (3, 11):
+            # 3.10 ignores the property and delivers to every subscriber: refuse rather than mislead
+            raise BrokerError(f"consumer {spec.consumer_id}: single active consumer on streams needs "
+                              f"RabbitMQ 3.11 or later; this broker is {self._server.get('version')}")
+        proto = await self._connect(f"rbench-consumer-{spec.consumer_id}")
+        consumer = StreamConsumer(proto, spec, on_message)
+        proto.subscribers[0] = consumer
+        kind, value = parse_offset(spec.offset)
+        properties: dict[str, Any] = {}
+        if spec.single_active:
+            properties["single-active-consumer"] = "true"
+            properties["name"] = str(spec.extra.get("name") or f"rbench-{spec.queue}")
+        credit = spec.prefetch if spec.prefetch > 0 else DEFAULT_CREDIT
+        try:
+            await proto.request(schema.Subscribe(
+                proto.next_corr(), subscription_id=0, stream=spec.queue, offset_spec=_offset_spec(kind, value),
+                credit=min(credit, 65535),
+                properties=[schema.Property(k, str(v)) for k, v in properties.items()]),
+                f"subscribe to {spec.queue!r}")
+        except BaseException:
+            await proto.close()
+            raise
+        return consumer
+
+    async def aclose(self) -> None:
+        """Close the locator and any publisher/consumer connection still open (bounded)."""
+        for proto in self._connections:
+            if proto.closed is None:
+                await proto.close(timeout=1.0)
+        self._connections.clear()
+        if self._locator is not None:
+            await self._locator.close()
+            self._locator = None

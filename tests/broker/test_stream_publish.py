@@ -1,0 +1,44 @@
+"""The stream-publish scenario and CLI against the real broker, with small counts."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rbench.cli import main
+from rbench.config.types import ClusterTarget
+from rbench.scenarios.stream_publish import Variant, run
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.mark.parametrize("fmt", ["amqp", "binary"])
+def test_rounds_publish_and_confirm_every_message(fmt: str, stream_url: str, unique_name: str) -> None:
+    seen = []
+    report = run(ClusterTarget("local", (), stream_uris=(stream_url,)),
+                 [Variant("single", 50, 1), Variant("batch", 2_000, 100)], 2, fmt,  # type: ignore[arg-type]
+                 stream=unique_name, progress=seen.append)
+    assert [(r.variant, r.round, r.messages) for r in report.rounds] == \
+        [("single", 0, 50), ("batch", 0, 2000), ("single", 1, 50), ("batch", 1, 2000)]
+    assert seen == report.rounds
+    assert all(r.seconds > 0 and r.cpu_seconds >= 0 for r in report.rounds)
+
+
+def test_cli_writes_table_json_and_plot(amqp_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["stream-publish", "--uri", amqp_url, "--single", "20", "--batch", "500", "--rounds", "2",
+                 "--plot", str(tmp_path / "box.png"), "--json", str(tmp_path / "r.json")])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "median msg/s" in out and "single" in out and "batch" in out
+    data = json.loads((tmp_path / "r.json").read_text())
+    assert set(data["medians"]) == {"single", "batch"} and len(data["rounds"]) == 4
+    assert (tmp_path / "box.png").read_bytes()[:4] == b"\x89PNG"
+    assert "guest:guest" not in out
+
+
+def test_cli_wrong_password_is_one_masked_line(stream_url: str, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = stream_url.replace("guest:guest", "guest:wr0ng-secret")
+    assert main(["stream-publish", "--uri", bad, "--rounds", "1", "--single", "1", "--batch", "1"]) == 2
+    err = capsys.readouterr().err
+    assert "wr0ng-secret" not in err and "authentication" in err and err.count("\n") == 1

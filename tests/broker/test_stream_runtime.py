@@ -1,0 +1,54 @@
+"""A stream workload through the executor runtime (stamp, recorder, Parquet) without Spark."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import uvloop
+
+from rbench.config.load import workload_from_dict
+from rbench.config.types import ClusterTarget
+from rbench.drivers.stream import StreamDriver
+from rbench.plan import plan
+from rbench.runtime.task import run_task
+from tests.runhelpers import keys, read, workload_dict
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def _delete(amqp_url: str, names: list[str]) -> None:
+    async def go() -> None:
+        d = StreamDriver()
+        await d.open(ClusterTarget("local", (amqp_url,)))
+        try:
+            await d.delete_streams(names)
+        finally:
+            await d.aclose()
+    uvloop.run(go())
+
+
+@pytest.mark.parametrize("fmt", ["amqp", "binary"])
+def test_stream_workload_consumes_every_message_once_in_order(fmt: str, amqp_url: str, unique_name: str,
+                                                              tmp_path: Path) -> None:
+    # message counts, not a duration: a loaded machine must not change how many are published
+    data = workload_dict(amqp_url, unique_name, driver="stream", producers=2, consumers=2, rate=1000,
+                         publisher={"confirm": True, "confirm_window": 64, "message_format": fmt,
+                                    "message_count": 600},
+                         consumer={"prefetch": 3, "multi_ack_every": 0, "message_count": 600})
+    del data["duration"]
+    data["queues"] = {"pattern": f"{unique_name}-%d", "from": 1, "to": 2, "type": "stream"}
+    w = workload_from_dict(data)
+    (p,) = plan(w, "local", 1, "run", str(tmp_path))
+    try:
+        result = run_task(p)
+    finally:
+        _delete(amqp_url, [f"{unique_name}-1", f"{unique_name}-2"])
+    published, consumed = read(tmp_path / "run", "published"), read(tmp_path / "run", "consumed")
+    assert result["published"] == published.num_rows == 2 * 600
+    assert set(published["outcome"].to_pylist()) == {"ack"}
+    counts = Counter(keys(consumed))
+    assert set(counts) == set(keys(published)) and max(counts.values()) == 1
+    for producer in (0, 1):                      # per stream, in publishing order
+        seqs = [s for (pr, s) in keys(consumed) if pr == producer]
+        assert seqs == sorted(seqs) == list(range(600))
