@@ -38,7 +38,8 @@ def test_ten_seconds_at_2x1000_reaches_target_within_one_percent(spark, amqp_url
     published, consumed = read(result.run_dir, "published"), read(result.run_dir, "consumed")
     # Parquet rows equal message counts, and every sequence number arrives exactly once
     results = info["clusters"][0]["task_results"]
-    assert published.num_rows == sum(r["published"] for r in results) == 20_000
+    assert published.num_rows == sum(r["published"] for r in results)
+    assert published.num_rows == pytest.approx(20_000, rel=0.01)
     assert consumed.num_rows == sum(r["consumed"] for r in results)
     counts = Counter(keys(consumed))
     assert set(counts) == set(keys(published)) and max(counts.values()) == 1
