@@ -1,0 +1,146 @@
+"""`rbench reduce`: from run directories to steps.parquet, leaderboard.md and report.html.
+
+Orchestration only: the figures come from the DataFrame functions in stats and
+leaderboard, prices from costs; the small results are collected to the driver as
+Arrow and handed to rbench.report, which needs no Spark.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+
+from rbench.errors import ConfigError, SinkError
+from rbench.reduce import costs as costmod
+from rbench.reduce import leaderboard as lb
+from rbench.reduce.load import check_same_workload, load_samples, read_run
+from rbench.reduce.stats import LATENCIES, PERCENTILE_METHOD, step_stats, timeline
+
+RATE_METHOD = ("achieved rate = rows whose t_sent (publish) / t_confirmed with outcome ack (confirm) / t_received (consume) "
+               "falls inside the step's measurement window [start + warm-up, end), any step tag, ÷ window length in s")
+MEASURED_SET = ("latencies and counts are over the step's measured messages: rows tagged with the step whose t_intended "
+                "is inside the measurement window")
+
+
+@dataclass
+class ReduceResult:
+    """What a reduce produced; ``report`` is the HTML path."""
+
+    out_dir: Path
+    report: Path
+    steps: list[dict[str, Any]]
+    leaderboard: dict[str, Any]
+    notes: list[str] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return str(self.report)
+
+
+def _rows(df: Any) -> tuple[pa.Table, list[dict[str, Any]]]:
+    table = df.toArrow()
+    return table, table.to_pylist()
+
+
+def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path | None = None, tolerance: float = 0.02,
+                latency_limit_s: float = 1.0, target_rate: float | None = None, force: bool = False,
+                costs_path: str | Path | None = None, master: str | None = None, render: bool = True) -> ReduceResult:
+    """Reduce one or more runs into one report; see docs/reduce.md for every definition."""
+    if not run_dirs:
+        raise ConfigError("reduce: give at least one run directory")
+    if len(run_dirs) > 1 and out is None:
+        raise ConfigError("reduce: several run directories need --out DIR for the combined report")
+    if not 0 <= tolerance < 1:
+        raise ConfigError(f"--tolerance: expected a fraction in [0, 1), got {tolerance}")
+    if latency_limit_s <= 0:
+        raise ConfigError(f"--latency-limit: expected a duration > 0, got {latency_limit_s}")
+    prices = costmod.load_prices(costs_path)
+    check_same_workload([read_run(d) for d in run_dirs], force)   # bad input fails before a JVM starts
+    out_dir = Path(out) if out is not None else Path(run_dirs[0]) / "report"
+    if session is None:
+        from rbench.sparkglue import local_session
+        session = local_session(master, app_name="rbench-reduce")
+    samples = load_samples(session, list(run_dirs), force=force)
+    cluster_entries = [c for r in samples.runs for c in r.clusters]
+    costs = costmod.cluster_costs(cluster_entries, prices)      # unknown types fail before any Spark work
+    notes = list(samples.notes)
+    try:
+        steps_tbl, steps = _rows(lb.mark_matched(step_stats(samples.published, samples.consumed, samples.windows),
+                                                 tolerance, latency_limit_s * 1000.0))
+        # the leaderboards read the small collected table, not the plan that scans the samples again
+        steps_df = session.createDataFrame(steps_tbl)
+        tl_tbl, tl = _rows(timeline(samples.published, samples.consumed, samples.windows))
+        costs_df = lb.costs_frame(session, costs)
+        top = lb.top_throughput(steps_df)
+        chosen = target_rate if target_rate is not None else lb.default_target(steps_df)
+        board = {
+            "top_throughput": _rows(top)[1],
+            "highest_matched": _rows(lb.highest_matched(steps_df))[1],
+            "cost_at_top": _rows(lb.cost_at_top(top, costs_df))[1],
+            "target_rate": chosen,
+            "target_rate_chosen_by": "--target-rate" if target_rate is not None else "highest target every cluster matched",
+            "cost_at_target": _rows(lb.cost_at_target(steps_df, costs_df, chosen))[1] if chosen is not None else [],
+            "costs": costs,
+            "tolerance": tolerance, "latency_limit_ms": latency_limit_s * 1000.0,
+            "prices": {"path": prices.path, "source": prices.source, "currency": prices.currency,
+                       "hours_per_month": prices.hours_per_month},
+        }
+    except Exception as exc:   # Spark wraps file problems (vanished or unreadable part) in Java errors
+        if exc.__class__.__module__.startswith(("pyspark", "py4j")):
+            first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
+            raise SinkError(f"reading samples failed: {first[:300]}") from None
+        raise
+    notes += _step_notes(steps)
+    meta = _meta(samples.runs, board)
+    out_dir = _write_outputs(out_dir, steps_tbl, tl_tbl, board, notes, meta)
+    report = out_dir / "report.html"
+    if render:
+        from rbench.report.render import render_report
+        report = render_report(out_dir, steps, tl, board, notes, meta)
+    return ReduceResult(out_dir, report, steps, board, notes)
+
+
+def _step_notes(steps: list[dict[str, Any]]) -> list[str]:
+    notes = []
+    for s in steps:
+        where = f"{s['run_id']}: cluster {s['cluster']} step {s['step']}"
+        if s["published"] == 0 and s["deliveries"] == 0:
+            notes.append(f"{where}: no messages in the measurement window (no figures)")
+        elif s["deliveries"] == 0:
+            notes.append(f"{where}: {s['published']:,} messages published, none consumed (no latency; all counted lost)")
+    return notes
+
+
+def _meta(runs: list[Any], board: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "runs": [{"run_id": r.run_id, "status": r.status, "workload_name": r.data.get("workload_name"),
+                  "workload_hash": r.workload_hash, "warmup_s": r.warmup_s, "driver": r.data.get("driver"),
+                  "started_at": r.data.get("started_at"), "ended_at": r.data.get("ended_at"), "clock": r.data.get("clock"),
+                  "dir": str(r.run_dir)} for r in runs],
+        "percentile_method": PERCENTILE_METHOD,
+        "rate_method": RATE_METHOD,
+        "measured_set": MEASURED_SET,
+        "latencies": LATENCIES,
+        "match_rule": (f"matched: consume_rate >= (1 - {board['tolerance']:g}) × target_rate and e2e p99 <= "
+                       f"{board['latency_limit_ms']:g} ms"),
+        "timeline_method": "per-second buckets since the cluster's t0; publish by t_sent, consume and latency by t_received; "
+                           "per-second p50/p99 via percentile_approx(accuracy 10000), max exact",
+    }
+
+
+def _write_outputs(out_dir: Path, steps: pa.Table, tl: pa.Table, board: dict[str, Any], notes: list[str],
+                   meta: dict[str, Any]) -> Path:
+    try:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        pq.write_table(steps, out_dir / "steps.parquet")
+        pacsv.write_csv(steps, out_dir / "steps.csv")
+        pq.write_table(tl, out_dir / "timeline.parquet")
+        (out_dir / "leaderboard.json").write_text(json.dumps({"leaderboard": board, "notes": notes, "meta": meta},
+                                                             indent=2, default=str))
+    except OSError as exc:
+        raise SinkError(f"{out_dir}: cannot write the report ({exc.strerror})") from None
+    return out_dir

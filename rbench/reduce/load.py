@@ -1,0 +1,244 @@
+"""Find what a run committed and load it as DataFrames (docs/parquet.md).
+
+The reduce must count a retried task once and must not trip over a run that was
+killed: so for each (cluster, task) it reads only the committed attempt with the
+highest attempt id, checks every part file's Parquet footer before Spark sees it
+(a truncated file becomes one clear message instead of a JVM stack), and records
+everything it skipped as a note that ends up in the report.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from rbench.errors import SinkError
+
+PUBLISHED_SCHEMA = T.StructType([
+    T.StructField("run_id", T.StringType()), T.StructField("cluster", T.StringType()),
+    T.StructField("step", T.IntegerType()), T.StructField("task", T.IntegerType()),
+    T.StructField("producer", T.IntegerType()), T.StructField("queue", T.StringType()),
+    T.StructField("seq", T.LongType()), T.StructField("size", T.IntegerType()),
+    T.StructField("t_intended", T.LongType()), T.StructField("t_sent", T.LongType()),
+    T.StructField("t_confirmed", T.LongType()), T.StructField("outcome", T.StringType()),
+])
+CONSUMED_SCHEMA = T.StructType([
+    T.StructField("run_id", T.StringType()), T.StructField("cluster", T.StringType()),
+    T.StructField("step", T.IntegerType()), T.StructField("task", T.IntegerType()),
+    T.StructField("consumer", T.IntegerType()), T.StructField("queue", T.StringType()),
+    T.StructField("producer", T.IntegerType()), T.StructField("seq", T.LongType()),
+    T.StructField("size", T.IntegerType()), T.StructField("t_intended", T.LongType()),
+    T.StructField("t_sent", T.LongType()), T.StructField("t_received", T.LongType()),
+    T.StructField("redelivered", T.BooleanType()),
+])
+WINDOWS_SCHEMA = T.StructType([
+    T.StructField("run_id", T.StringType()), T.StructField("cluster", T.StringType()),
+    T.StructField("step", T.IntegerType()), T.StructField("target_rate", T.DoubleType()),
+    T.StructField("start_ns", T.LongType()), T.StructField("end_ns", T.LongType()),
+    T.StructField("meas_start_ns", T.LongType()), T.StructField("window_s", T.DoubleType()),
+    T.StructField("warmup_s", T.DoubleType()), T.StructField("t0_ns", T.LongType()),
+])
+_TASK = re.compile(r"^task-(\d+)$")
+_ATTEMPT = re.compile(r"^attempt-(\d+)$")
+
+
+@dataclass
+class RunMeta:
+    """run.json of one run plus where it lives."""
+
+    run_dir: Path
+    data: dict[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.data.get("run_id") or self.run_dir.name)
+
+    @property
+    def status(self) -> str:
+        return str(self.data.get("status") or "unknown")
+
+    @property
+    def warmup_s(self) -> float:
+        return float(self.data.get("warmup_s") or 0.0)
+
+    @property
+    def workload_hash(self) -> str | None:
+        return self.data.get("workload_hash")
+
+    @property
+    def clusters(self) -> list[dict[str, Any]]:
+        return list(self.data.get("clusters") or [])
+
+
+@dataclass
+class Samples:
+    """The committed rows of one or more runs, the step windows, and what was skipped."""
+
+    published: DataFrame
+    consumed: DataFrame
+    windows: DataFrame
+    runs: list[RunMeta]
+    notes: list[str] = field(default_factory=list)
+    published_files: list[str] = field(default_factory=list)
+    consumed_files: list[str] = field(default_factory=list)
+
+
+def read_run(run_dir: str | Path) -> RunMeta:
+    """Parse ``run_dir/run.json``; SinkError (one line) when it is missing or not JSON."""
+    path = Path(run_dir)
+    if not path.is_dir():
+        raise SinkError(f"{path}: no such run directory")
+    meta = path / "run.json"
+    if not meta.is_file():
+        raise SinkError(f"{path}: no run.json (not a run directory, or the run never started)")
+    try:
+        data = json.loads(meta.read_text())
+    except (OSError, ValueError) as exc:
+        raise SinkError(f"{meta}: unreadable run.json ({exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("clusters"), list):
+        raise SinkError(f"{meta}: run.json has no 'clusters' list")
+    return RunMeta(path, data)
+
+
+def check_same_workload(runs: list[RunMeta], force: bool = False) -> list[str]:
+    """Refuse to rank runs of different workloads together (unless forced, then note it).
+
+    A leaderboard compares clusters under the same load; mixing workloads would rank
+    the load, not the cluster. Also refuses the same run_id twice (its rows would count twice).
+    """
+    ids = [r.run_id for r in runs]
+    dupes = sorted({i for i in ids if ids.count(i) > 1})
+    if dupes:
+        raise SinkError(f"run {dupes[0]} given twice; each run may be reduced once")
+    hashes = {r.run_id: r.workload_hash for r in runs}
+    if len(set(hashes.values())) > 1:
+        desc = ", ".join(f"{k}={v}" for k, v in hashes.items())
+        if not force:
+            raise SinkError(f"runs have different workloads (workload_hash {desc}); use --force to rank them together anyway")
+        return [f"runs of different workloads ranked together (--force): workload_hash {desc}"]
+    return []
+
+
+def committed_parts(run: RunMeta, kind: str) -> tuple[list[str], list[str]]:
+    """Part files of the last committed attempt of every (cluster, task), and notes on the rest."""
+    notes: list[str] = []
+    files: list[str] = []
+    root = run.run_dir / kind
+    names = [c.get("name") for c in run.clusters]
+    if not root.is_dir():
+        notes.append(f"{run.run_id}: no {kind}/ directory (no {kind} samples at all)")
+        return files, notes
+    for cdir in sorted(p for p in root.iterdir() if p.is_dir()):
+        if cdir.name not in names:
+            notes.append(f"{run.run_id}: {kind}/{cdir.name} is not a cluster in run.json; ignored")
+            continue
+        for tdir in sorted(p for p in cdir.iterdir() if p.is_dir() and _TASK.match(p.name)):
+            attempts = sorted(((int(m.group(1)), p) for p in tdir.iterdir() if p.is_dir() and (m := _ATTEMPT.match(p.name))),
+                              key=lambda x: x[0])
+            committed = [(a, p) for a, p in attempts if (p / "_COMMITTED").is_file()]
+            uncommitted = [a for a, p in attempts if not (p / "_COMMITTED").is_file()]
+            if uncommitted:
+                notes.append(f"{run.run_id}: {kind}/{cdir.name}/{tdir.name}: uncommitted attempt(s) {uncommitted} ignored")
+            if not committed:
+                notes.append(f"{run.run_id}: {kind}/{cdir.name}/{tdir.name}: no committed attempt; its rows are missing")
+                continue
+            attempt, adir = committed[-1]
+            if len(committed) > 1:
+                notes.append(f"{run.run_id}: {kind}/{cdir.name}/{tdir.name}: superseded attempt(s) "
+                             f"{[a for a, _ in committed[:-1]]} ignored, attempt {attempt} used")
+            marker = _read_marker(adir / "_COMMITTED")
+            if marker.get("interrupted"):
+                notes.append(f"{run.run_id}: {kind}/{cdir.name}/{tdir.name}: attempt {attempt} was interrupted (partial rows)")
+            parts = sorted(adir.glob("part-*.parquet"))
+            if isinstance(marker.get("parts"), int) and marker["parts"] != len(parts):
+                notes.append(f"{run.run_id}: {kind}/{cdir.name}/{tdir.name}: _COMMITTED lists {marker['parts']} parts, "
+                             f"{len(parts)} found")
+            files.extend(str(p) for p in parts)
+    return files, notes
+
+
+def _read_marker(path: Path) -> dict[str, Any]:
+    try:
+        data = json.loads(path.read_text() or "{}")
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def verify_parquet(files: list[str]) -> None:
+    """Read each part's footer with pyarrow; a corrupt or truncated one is a SinkError naming it."""
+    import pyarrow.parquet as pq
+
+    for f in files:
+        try:
+            pq.read_metadata(f)
+        except Exception as exc:  # pyarrow raises ArrowInvalid/OSError with long text
+            first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+            raise SinkError(f"{f}: corrupt Parquet file ({first})") from None
+
+
+def windows_frame(spark: SparkSession, runs: list[RunMeta]) -> tuple[DataFrame, list[str]]:
+    """One row per (run, cluster, step): the step window and its measurement part (after warm-up)."""
+    rows: list[tuple[Any, ...]] = []
+    notes: list[str] = []
+    for run in runs:
+        for c in run.clusters:
+            t0 = c.get("t0_ns")
+            for s in c.get("steps") or []:
+                start, end = s.get("start_ns"), s.get("end_ns")
+                if start is None or end is None:
+                    notes.append(f"{run.run_id}: cluster {c.get('name')} step {s.get('step')} never started (no window in run.json)")
+                    continue
+                meas = int(start + run.warmup_s * 1e9)
+                window_s = (end - meas) / 1e9
+                if window_s <= 0:
+                    notes.append(f"{run.run_id}: cluster {c.get('name')} step {s.get('step')}: warm-up {run.warmup_s:g} s "
+                                 f"is as long as the step; no measurement window")
+                target = s.get("target_rate")
+                rows.append((run.run_id, str(c.get("name")), int(s.get("step", 0)), None if target is None else float(target),
+                             int(start), int(end), meas, window_s, run.warmup_s, int(t0 if t0 is not None else start)))
+    return spark.createDataFrame(rows, WINDOWS_SCHEMA), notes
+
+
+def load_samples(spark: SparkSession, run_dirs: list[str | Path], force: bool = False) -> Samples:
+    """Everything the reduce needs from some run directories; SinkError when nothing can be read."""
+    runs = [read_run(d) for d in run_dirs]
+    notes = check_same_workload(runs, force)
+    for run in runs:
+        if run.status != "complete":
+            notes.append(f"{run.run_id}: run status is '{run.status}' (not complete): later steps may be partial or empty")
+    pub_files: list[str] = []
+    con_files: list[str] = []
+    for run in runs:
+        f, n = committed_parts(run, "published")
+        pub_files += f
+        notes += n
+        f, n = committed_parts(run, "consumed")
+        con_files += f
+        notes += n
+    if not pub_files and not con_files:
+        raise SinkError(f"{', '.join(str(r.run_dir) for r in runs)}: no committed Parquet samples "
+                        f"(published/ and consumed/ are empty or missing)")
+    verify_parquet(pub_files)
+    verify_parquet(con_files)
+    if not con_files:
+        notes.append("no consumed samples at all: rates to consumers, latency, lost/duplicated/reordered cannot be measured")
+    windows, wnotes = windows_frame(spark, runs)
+    notes += wnotes
+    published = _read(spark, pub_files, PUBLISHED_SCHEMA)
+    consumed = _read(spark, con_files, CONSUMED_SCHEMA)
+    return Samples(published, consumed, windows, runs, notes, pub_files, con_files)
+
+
+def _read(spark: SparkSession, files: list[str], schema: T.StructType) -> DataFrame:
+    if not files:
+        return spark.createDataFrame([], schema)
+    # a run has hundreds of part files; above this threshold Spark lists them with a Spark job (seconds)
+    spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(max(32, len(files) + 1)))
+    return spark.read.schema(schema).parquet(*files).select(*[F.col(f.name) for f in schema.fields])

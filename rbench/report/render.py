@@ -1,0 +1,200 @@
+"""leaderboard.md and a self-contained report.html (plots embedded as base64 PNG).
+
+Takes plain rows (lists of dicts), so `rbench report` can re-render from the files a
+reduce wrote without Spark. Every figure is printed next to how it was measured.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import json
+from pathlib import Path
+from typing import Any
+
+from rbench.report import plots
+
+STEP_COLUMNS = [
+    ("run_id", "run"), ("cluster", "cluster"), ("step", "step"), ("target_rate", "target msg/s"),
+    ("publish_rate", "published/s"), ("confirm_rate", "confirmed/s"), ("consume_rate", "consumed/s"),
+    ("matched", "matched"), ("e2e_p50_ms", "e2e p50"), ("e2e_p75_ms", "e2e p75"), ("e2e_p95_ms", "e2e p95"),
+    ("e2e_p99_ms", "e2e p99"), ("e2e_p999_ms", "e2e p99.9"), ("e2e_max_ms", "e2e max"),
+    ("e2e_sent_p50_ms", "sent→recv p50"), ("e2e_sent_p99_ms", "sent→recv p99"), ("e2e_sent_max_ms", "sent→recv max"),
+    ("confirm_p50_ms", "confirm p50"), ("confirm_p99_ms", "confirm p99"), ("confirm_p999_ms", "confirm p99.9"),
+    ("confirm_max_ms", "confirm max"), ("published", "measured published"), ("deliveries", "measured deliveries"),
+    ("nacked", "nacked"), ("returned", "returned"), ("timeout", "confirm timeout"), ("unconfirmed", "unconfirmed"),
+    ("lost", "lost"), ("duplicated", "duplicated"), ("reordered", "reordered"), ("redelivered", "redelivered"),
+    ("window_s", "window s"),
+]
+
+
+def fmt(value: Any, key: str = "") -> str:
+    """Human figure: rates with thousands separators, ms with 3 significant decimals."""
+    if value is None:
+        return "–"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if key.endswith("_ms"):
+        return f"{value:.3f} ms" if value < 10 else f"{value:,.1f} ms"
+    if isinstance(value, float):
+        return f"{value:,.1f}" if abs(value) < 1e6 else f"{value:,.0f}"
+    if isinstance(value, int):
+        return f"{value:,}"
+    return str(value)
+
+
+def _money(v: Any, currency: str) -> str:
+    return "–" if v is None else f"{v:,.2f} {currency}"
+
+
+def leaderboard_markdown(board: dict[str, Any], notes: list[str], meta: dict[str, Any]) -> str:
+    """The leaderboard as Markdown, with the rule and the method of each number."""
+    cur = board["prices"]["currency"]
+    lines = ["# rbench leaderboard", ""]
+    lines += [f"Runs: {', '.join(r['run_id'] + ' (' + r['status'] + ')' for r in meta['runs'])}", ""]
+    lines += ["## Top throughput per cluster", "",
+              f"Achieved consume rate of the cluster's best step. {meta['rate_method']}.", "",
+              "| rank | cluster | step | target msg/s | consumed msg/s | e2e p99 | matched |", "|---|---|---|---|---|---|---|"]
+    for i, r in enumerate(board["top_throughput"], 1):
+        lines.append(f"| {i} | {r['cluster']} | {r['step']} | {fmt(r['target_rate'])} | {fmt(r['consume_rate'])} | "
+                     f"{fmt(r['e2e_p99_ms'], '_ms')} | {fmt(r['matched'])} |")
+    lines += ["", "## Highest matched target per cluster", "", f"Rule: {meta['match_rule']} (p99 exact, from intended send time).", "",
+              "| rank | cluster | step | target msg/s | consumed msg/s | e2e p99 |", "|---|---|---|---|---|---|"]
+    for i, r in enumerate(board["highest_matched"], 1):
+        lines.append(f"| {i} | {r['cluster']} | {r['step']} | {fmt(r['target_rate'])} | {fmt(r['consume_rate'])} | "
+                     f"{fmt(r['e2e_p99_ms'], '_ms')} |")
+    matched = {r["cluster"] for r in board["highest_matched"]}
+    missing = sorted({c["cluster"] for c in board["costs"]} - matched)
+    if missing:
+        lines += ["", f"Matched no step: {', '.join(missing)}."]
+    lines += ["", "## Cost per 1000 msg/s per month at top throughput", "",
+              f"monthly cost = nodes × (instance hourly × {board['prices']['hours_per_month']:g} h + volume GB × GB-month "
+              f"+ billed IOPS × IOPS-month); ÷ (top consume rate / 1000). Prices: {board['prices']['path']} "
+              f"({board['prices']['source']}).", "",
+              "| rank | cluster | nodes × instance | monthly cost | top consumed msg/s | cost per 1000 msg/s/month |",
+              "|---|---|---|---|---|---|"]
+    for i, r in enumerate(board["cost_at_top"], 1):
+        lines.append(f"| {i} | {r['cluster']} | {r['nodes']} × {r['instance_type']} | {_money(r['monthly_cost'], cur)} | "
+                     f"{fmt(r['consume_rate'])} | {_money(r['cost_per_1k_rate'], cur)} |")
+    t = board.get("target_rate")
+    lines += ["", f"## Cost per 1000 msg/s per month at target {fmt(t)} msg/s", ""]
+    if t is None:
+        lines.append("No cluster matched any target; no cost at a target rate.")
+    else:
+        lines += [f"Target chosen by: {board['target_rate_chosen_by']}. Clusters that matched a target ≥ {fmt(t)} msg/s; "
+                  f"monthly cost ÷ (target / 1000).", "",
+                  "| rank | cluster | nodes × instance | monthly cost | highest matched target | cost per 1000 msg/s/month |",
+                  "|---|---|---|---|---|---|"]
+        for i, r in enumerate(board["cost_at_target"], 1):
+            lines.append(f"| {i} | {r['cluster']} | {r['nodes']} × {r['instance_type']} | {_money(r['monthly_cost'], cur)} | "
+                         f"{fmt(r['highest_matched_target'])} | {_money(r['cost_per_1k_rate'], cur)} |")
+        if not board["cost_at_target"]:
+            lines.append("(no cluster matched this target)")
+    if notes:
+        lines += ["", "## Notes (what is missing or was skipped)", ""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
+
+
+def _img(path: Path, alt: str) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    return f'<img alt="{html.escape(alt)}" src="data:image/png;base64,{data}">'
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> str:
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in headers)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows)
+    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
+h1{font-size:1.6em} h2{margin-top:1.6em;border-bottom:1px solid #ddd;padding-bottom:4px}
+table{border-collapse:collapse;font-size:12px;margin:8px 0} th,td{border:1px solid #ccc;padding:3px 6px;text-align:right}
+th{background:#f3f3f3;position:sticky;top:0} td:nth-child(-n+2){text-align:left}
+.method{color:#555;font-size:13px} .notes li{color:#8a4b00} img{max-width:100%;border:1px solid #eee;margin:6px 0}
+.scroll{overflow-x:auto}
+"""
+
+
+def report_html(steps: list[dict[str, Any]], board: dict[str, Any], notes: list[str], meta: dict[str, Any],
+                images: dict[str, Path]) -> str:
+    """The whole report as one HTML string (images inline)."""
+    md = leaderboard_markdown(board, [], meta)
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>rbench report</title><style>{CSS}</style></head><body>",
+             "<h1>rbench capacity report</h1>"]
+    run_rows = [[r["run_id"], str(r["status"]), str(r["workload_name"]), str(r["workload_hash"]), f"{r['warmup_s']:g} s",
+                 str(r["driver"]), str(r["started_at"]), str(r["ended_at"])] for r in meta["runs"]]
+    parts.append(_table(["run", "status", "workload", "workload_hash", "warm-up excluded per step", "driver", "started", "ended"], run_rows))
+    if notes:
+        parts.append("<h2>What is missing or was skipped</h2><ul class='notes'>"
+                     + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
+    parts.append("<h2>How each number is measured</h2><ul class='method'>")
+    for item in [meta["rate_method"], meta["measured_set"], "percentiles: " + meta["percentile_method"],
+                 *[f"{k}: {v}" for k, v in meta["latencies"].items()], meta["match_rule"],
+                 "lost: measured published message with outcome ack or unconfirmed never received by any consumer in the run",
+                 "duplicated: measured message (same producer + seq) received more than once; reordered: delivery whose seq is "
+                 "lower than one already received from the same producer on the same queue (receive order t_received, ties by seq)",
+                 "nacked / returned / confirm timeout / unconfirmed: measured published messages by outcome",
+                 "timeline: " + meta["timeline_method"], f"clock: {meta['runs'][0].get('clock')}"]:
+        parts.append(f"<li>{html.escape(str(item))}</li>")
+    parts.append("</ul>")
+    parts.append("<h2>Leaderboards</h2>")
+    parts.append(_md_tables_to_html(md))
+    parts.append("<h2>Throughput per step</h2>" + _img(images["throughput"], "achieved vs target throughput"))
+    parts.append("<h2>Latency per step</h2>" + _img(images["latency"], "end-to-end latency per step"))
+    parts.append(_img(images["confirm"], "confirm latency per step"))
+    parts.append("<h2>Within the run</h2>" + _img(images["timeline"], "throughput and latency over time"))
+    parts.append("<h2>All steps</h2><p class='method'>Latencies in ms, exact; rates in msg/s over the measurement window; "
+                 "counts over measured messages. Same table: steps.csv / steps.parquet.</p><div class='scroll'>")
+    parts.append(_table([h for _, h in STEP_COLUMNS], [[fmt(s.get(k), k) for k, _ in STEP_COLUMNS] for s in steps]))
+    parts.append("</div></body></html>")
+    return "\n".join(parts)
+
+
+def _md_tables_to_html(md: str) -> str:
+    """Render the leaderboard Markdown (headings, paragraphs, pipe tables) as HTML."""
+    out: list[str] = []
+    rows: list[list[str]] = []
+
+    def flush() -> None:
+        if rows:
+            out.append(_table(rows[0], rows[2:]))
+            rows.clear()
+
+    for line in md.splitlines()[1:]:
+        if line.startswith("|"):
+            rows.append([c.strip() for c in line.strip("|").split("|")])
+            continue
+        flush()
+        if line.startswith("## "):
+            out.append(f"<h3>{html.escape(line[3:])}</h3>")
+        elif line.strip():
+            out.append(f"<p class='method'>{html.escape(line)}</p>")
+    flush()
+    return "\n".join(out)
+
+
+def render_report(out_dir: Path, steps: list[dict[str, Any]], timeline: list[dict[str, Any]], board: dict[str, Any],
+                  notes: list[str], meta: dict[str, Any]) -> Path:
+    """Write leaderboard.md, the PNGs and report.html into ``out_dir``; return the HTML path."""
+    out_dir = Path(out_dir)
+    (out_dir / "leaderboard.md").write_text(leaderboard_markdown(board, notes, meta))
+    images = {
+        "throughput": plots.throughput_plot(steps, out_dir / "throughput.png"),
+        "latency": plots.latency_plot(steps, out_dir / "latency.png", "e2e"),
+        "confirm": plots.latency_plot(steps, out_dir / "confirm_latency.png", "confirm"),
+        "timeline": plots.timeline_plot(timeline, steps, out_dir / "timeline.png"),
+    }
+    path = out_dir / "report.html"
+    path.write_text(report_html(steps, board, notes, meta, images))
+    return path
+
+
+def rerender(out_dir: Path) -> Path:
+    """Re-render from steps.parquet, timeline.parquet and leaderboard.json (no Spark)."""
+    import pyarrow.parquet as pq
+
+    out_dir = Path(out_dir)
+    saved = json.loads((out_dir / "leaderboard.json").read_text())
+    steps = pq.read_table(out_dir / "steps.parquet").to_pylist()
+    tl = pq.read_table(out_dir / "timeline.parquet").to_pylist()
+    return render_report(out_dir, steps, tl, saved["leaderboard"], saved["notes"], saved["meta"])

@@ -1,0 +1,267 @@
+"""The reduce job against synthetic runs with known faults, checked with numpy on the same rows."""
+from __future__ import annotations
+
+import json
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow.parquet as pq
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from synthetic_run import SynthCluster, SynthRun, SynthSpec, make_run  # noqa: E402
+
+from rbench.errors import ConfigError, SinkError  # noqa: E402
+
+PCTS = [50, 75, 95, 99, 99.9]
+NAMES = ["p50", "p75", "p95", "p99", "p999"]
+M5L_3 = 3 * (0.096 * 730 + 100 * 0.08)        # 3 × m5.large + 100 GB gp3 (3000 IOPS included)
+
+
+def expected_steps(run: SynthRun) -> dict[tuple[str, int], dict[str, Any]]:
+    """Every per-step figure recomputed with numpy from the rows the generator kept."""
+    P, C = run.published, run.consumed
+    warm = run.run_json["warmup_s"]
+    out: dict[tuple[str, int], dict[str, Any]] = {}
+    for cl in run.run_json["clusters"]:
+        name = cl["name"]
+        pc = P["cluster"] == name
+        cc = C["cluster"] == name
+        consumed_keys = set(zip(C["producer"][cc].tolist(), C["seq"][cc].tolist()))
+        reordered_flag = _reordered(C, cc)
+        for st in cl["steps"]:
+            meas, end = st["start_ns"] + int(warm * 1e9), st["end_ns"]
+            win = (end - meas) / 1e9
+            pm = pc & (P["step"] == st["step"]) & (P["t_intended"] >= meas) & (P["t_intended"] < end)
+            cm = cc & (C["step"] == st["step"]) & (C["t_intended"] >= meas) & (C["t_intended"] < end)
+            e = {"target_rate": st["target_rate"], "window_s": win}
+            e["publish_rate"] = (pc & (P["t_sent"] >= meas) & (P["t_sent"] < end)).sum() / win
+            acked_in = pc & (P["outcome"] == "ack") & ~P["t_confirmed_null"] & (P["t_confirmed"] >= meas) & (P["t_confirmed"] < end)
+            e["confirm_rate"] = acked_in.sum() / win
+            e["consume_rate"] = (cc & (C["t_received"] >= meas) & (C["t_received"] < end)).sum() / win
+            e["published"] = int(pm.sum())
+            for oc, col in (("ack", "acked"), ("nack", "nacked"), ("returned", "returned"), ("timeout", "timeout"),
+                            ("unconfirmed", "unconfirmed")):
+                e[col] = int((pm & (P["outcome"] == oc)).sum())
+            e["deliveries"] = int(cm.sum())
+            e["redelivered"] = int(C["redelivered"][cm].sum())
+            keys = C["producer"][cm].astype(np.int64) * 10**12 + C["seq"][cm]
+            _, counts = np.unique(keys, return_counts=True)
+            e["consumed_unique"] = int(counts.size)
+            e["duplicated"] = int((counts > 1).sum())
+            cand = pm & np.isin(P["outcome"], ["ack", "unconfirmed"])
+            e["lost"] = sum(1 for k in zip(P["producer"][cand].tolist(), P["seq"][cand].tolist()) if k not in consumed_keys)
+            e["reordered"] = int(reordered_flag[cm].sum())
+            lat = {"e2e": (C["t_received"] - C["t_intended"])[cm], "e2e_sent": (C["t_received"] - C["t_sent"])[cm],
+                   "confirm": (P["t_confirmed"] - P["t_sent"])[pm & ~P["t_confirmed_null"]]}
+            for m, v in lat.items():
+                if v.size:
+                    for n, q in zip(NAMES, np.percentile(v, PCTS)):
+                        e[f"{m}_{n}_ms"] = q / 1e6
+                    e[f"{m}_max_ms"] = v.max() / 1e6
+                else:
+                    for n in [*NAMES, "max"]:
+                        e[f"{m}_{n}_ms"] = None
+            out[(name, st["step"])] = e
+    return out
+
+
+def _reordered(C: dict[str, np.ndarray], mask: np.ndarray) -> np.ndarray:
+    """Per (producer, queue) in receive order (t_received, then seq): seq below an earlier seq."""
+    flag = np.zeros(mask.size, dtype=bool)
+    idx = np.flatnonzero(mask)
+    for p in np.unique(C["producer"][idx]):
+        for q in np.unique(C["queue"][idx]):
+            sel = idx[(C["producer"][idx] == p) & (C["queue"][idx] == q)]
+            if not sel.size:
+                continue
+            order = sel[np.lexsort((C["seq"][sel], C["t_received"][sel]))]
+            seqs = C["seq"][order]
+            prev_max = np.maximum.accumulate(np.concatenate([[-1], seqs[:-1]]))
+            flag[order] = seqs < prev_max
+    return flag
+
+
+def matched(e: dict[str, Any], tol: float = 0.02, limit_ms: float = 1000.0) -> bool:
+    return (e["target_rate"] is not None and e["e2e_p99_ms"] is not None
+            and e["consume_rate"] >= (1 - tol) * e["target_rate"] and e["e2e_p99_ms"] <= limit_ms)
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> SynthRun:
+    return make_run(tmp_path_factory.mktemp("runs"), SynthSpec())
+
+
+@pytest.fixture(scope="module")
+def reduced(spark: Any, synth: SynthRun) -> Any:
+    from rbench.reduce.job import reduce_runs
+
+    return reduce_runs([synth.run_dir], session=spark)
+
+
+def test_synthetic_run_has_every_fault(synth: SynthRun) -> None:
+    exp = expected_steps(synth)
+    for key in ("nacked", "returned", "timeout", "lost", "duplicated", "reordered"):
+        assert sum(e[key] for e in exp.values()) > 0, key
+    # the slow cluster saturates at the last step, the fast one does not
+    assert not matched(exp[("slow", 2)]) and matched(exp[("fast", 2)]) and matched(exp[("slow", 1)])
+
+
+def test_every_step_figure_matches_numpy(reduced: Any, synth: SynthRun) -> None:
+    exp = expected_steps(synth)
+    got = {(s["cluster"], s["step"]): s for s in reduced.steps}
+    assert set(got) == set(exp)
+    for key, e in exp.items():
+        g = got[key]
+        for col, want in e.items():
+            if want is None:
+                assert g[col] is None, (key, col)
+            elif isinstance(want, (int, np.integer)) and not isinstance(want, bool):
+                assert g[col] == want, (key, col, g[col], want)
+            else:
+                assert g[col] == pytest.approx(want, rel=1e-9, abs=1e-9), (key, col, g[col], want)
+        assert g["matched"] == matched(e), key
+
+
+def test_retried_and_uncommitted_attempts_are_ignored_and_reported(reduced: Any, synth: SynthRun) -> None:
+    total = sum(s["published"] for s in reduced.steps)
+    measured = sum(e["published"] for e in expected_steps(synth).values())
+    assert total == measured                            # the 500-row decoy attempts would add nacks
+    assert any("superseded attempt(s) [995]" in n for n in reduced.notes)
+    assert any("uncommitted attempt(s) [1050]" in n for n in reduced.notes)
+
+
+def test_leaderboards_and_costs_match_numpy(reduced: Any, synth: SynthRun) -> None:
+    exp = expected_steps(synth)
+    board = reduced.leaderboard
+    for row in board["top_throughput"]:
+        best = max((k for k in exp if k[0] == row["cluster"]), key=lambda k: exp[k]["consume_rate"])
+        assert row["step"] == best[1]
+        assert row["consume_rate"] == pytest.approx(exp[best]["consume_rate"])
+    hm = {r["cluster"]: r for r in board["highest_matched"]}
+    for cl in ("fast", "slow"):
+        targets = [e["target_rate"] for k, e in exp.items() if k[0] == cl and matched(e)]
+        assert hm[cl]["target_rate"] == max(targets)
+    costs = {r["cluster"]: r for r in board["cost_at_top"]}
+    for cl, r in costs.items():
+        top = max(e["consume_rate"] for k, e in exp.items() if k[0] == cl)
+        assert r["monthly_cost"] == pytest.approx(M5L_3)
+        assert r["cost_per_1k_rate"] == pytest.approx(M5L_3 / (top / 1000))
+    # default target: the highest every cluster matched (slow matched 400 msg/s, fast 800)
+    assert board["target_rate"] == 400.0
+    at = {r["cluster"]: r for r in board["cost_at_target"]}
+    assert set(at) == {"fast", "slow"}
+    assert at["slow"]["cost_per_1k_rate"] == pytest.approx(M5L_3 / 0.4)
+
+
+def test_report_files_are_written_and_say_how(reduced: Any, synth: SynthRun) -> None:
+    out = synth.run_dir / "report"
+    assert reduced.out_dir == out
+    for name in ("steps.parquet", "steps.csv", "leaderboard.md", "report.html", "throughput.png", "latency.png",
+                 "confirm_latency.png", "timeline.png", "timeline.parquet"):
+        assert (out / name).stat().st_size > 0, name
+    assert pq.read_table(out / "steps.parquet").num_rows == 6
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 4 and "<img" in html and 'src="http' not in html
+    assert "warm-up" in html and "rank error 0" in html and "t_received - t_intended" in html
+    md = (out / "leaderboard.md").read_text()
+    assert "| 1 | fast |" in md and "Highest matched target" in md and "costs.yaml" in md
+    tl = pq.read_table(out / "timeline.parquet").to_pylist()
+    fast_consumed = sum(r["consumed"] for r in tl if r["cluster"] == "fast")
+    assert fast_consumed == int((synth.consumed["cluster"] == "fast").sum())
+
+
+def test_exact_percentiles_with_ties_negatives_and_singletons(spark: Any) -> None:
+    from rbench.reduce.percentiles import exact_percentiles
+
+    rng = np.random.default_rng(3)
+    groups = {"a": rng.integers(-5_000, 5_000_000, 20_000), "b": np.repeat([7, 7, 7, 9], 50), "c": np.array([42])}
+    rows = [(g, int(v)) for g, vs in groups.items() for v in vs]
+    df = spark.createDataFrame(rows, "g string, v long")
+    got = {r["g"]: r for r in exact_percentiles(df, ["g"], (0.0, 0.5, 0.99, 0.999, 1.0)).collect()}
+    for g, vs in groups.items():
+        want = np.percentile(vs, [0, 50, 99, 99.9, 100])
+        assert [got[g][f"q{i}"] for i in range(5)] == pytest.approx(want, rel=1e-12)
+        assert got[g]["n"] == vs.size and got[g]["vmax"] == vs.max()
+
+
+def _tiny(root: Path, run_id: str, **kw: Any) -> SynthRun:
+    spec = SynthSpec(run_id=run_id, clusters=kw.pop("clusters", [SynthCluster("c1", 1e9, instance_type="m5.xlarge")]),
+                     rates=[50.0, 100.0], durations_s=[2.0, 2.0], producers=2, queues=1, tasks=1, warmup_s=0.5,
+                     extra_attempts=False, **kw)
+    return make_run(root, spec)
+
+
+def test_several_runs_rank_together_and_other_workloads_are_refused(spark: Any, tmp_path: Path, synth: SynthRun) -> None:
+    from rbench.reduce.job import reduce_runs
+
+    other = _tiny(tmp_path, "run-b", workload_hash="0000other0000000")
+    with pytest.raises(SinkError, match="different workloads.*--force"):
+        reduce_runs([synth.run_dir, other.run_dir], session=spark, out=tmp_path / "both")
+    with pytest.raises(ConfigError, match="--out"):
+        reduce_runs([synth.run_dir, other.run_dir], session=spark)
+    same = _tiny(tmp_path, "run-c", workload_hash=synth.spec.workload_hash)
+    res = reduce_runs([synth.run_dir, same.run_dir], session=spark, out=tmp_path / "both", render=False)
+    assert {r["cluster"] for r in res.leaderboard["top_throughput"]} == {"fast", "slow", "c1"}
+    c1 = next(r for r in res.leaderboard["cost_at_top"] if r["cluster"] == "c1")
+    assert c1["monthly_cost"] == pytest.approx(3 * (0.192 * 730 + 100 * 0.08))
+    assert (tmp_path / "both" / "steps.parquet").is_file()
+
+
+def test_damaged_run_reports_what_is_missing(spark: Any, tmp_path: Path) -> None:
+    from rbench.reduce.job import reduce_runs
+
+    run = _tiny(tmp_path, "run-damaged", status="interrupted")
+    shutil.rmtree(run.run_dir / "consumed")
+    meta = json.loads((run.run_dir / "run.json").read_text())
+    last = meta["clusters"][0]["steps"][-1]
+    meta["clusters"][0]["steps"].append({"step": 2, "rate_per_producer": 200, "target_rate": 400, "duration_s": 2,
+                                         "start_ns": last["end_ns"], "end_ns": last["end_ns"] + 2 * 10**9})
+    (run.run_dir / "run.json").write_text(json.dumps(meta))
+    res = reduce_runs([run.run_dir], session=spark)
+    text = "\n".join(res.notes)
+    assert "status is 'interrupted'" in text
+    assert "no consumed samples at all" in text
+    assert "step 2: no messages in the measurement window" in text
+    assert "none consumed" in text
+    assert res.leaderboard["highest_matched"] == []
+    assert "no consumed samples at all" in (res.out_dir / "leaderboard.md").read_text()
+    assert (res.out_dir / "report.html").is_file()
+
+
+def test_bad_input_is_one_line(spark: Any, tmp_path: Path) -> None:
+    from rbench.cli import main
+
+    assert main(["reduce", str(tmp_path / "nope")]) == 2
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(SinkError, match="no run.json"):
+        from rbench.reduce.job import reduce_runs
+        reduce_runs([tmp_path / "empty"], session=spark)
+    run = _tiny(tmp_path, "run-corrupt")
+    part = next((run.run_dir / "published").rglob("part-00000.parquet"))
+    part.write_bytes(part.read_bytes()[: part.stat().st_size // 2])
+    with pytest.raises(SinkError, match="corrupt Parquet file") as err:
+        reduce_runs([run.run_dir], session=spark)
+    assert str(part) in str(err.value) and "\n" not in str(err.value)
+    bare = _tiny(tmp_path, "run-bare")
+    shutil.rmtree(bare.run_dir / "published")
+    shutil.rmtree(bare.run_dir / "consumed")
+    with pytest.raises(SinkError, match="no committed Parquet samples"):
+        reduce_runs([bare.run_dir], session=spark)
+    (bare.run_dir / "run.json").write_text("{not json")
+    with pytest.raises(SinkError, match="unreadable run.json"):
+        reduce_runs([bare.run_dir], session=spark)
+
+
+def test_report_command_rerenders_without_spark(reduced: Any, synth: SynthRun, tmp_path: Path) -> None:
+    from rbench.cli import main
+
+    out = synth.run_dir / "report"
+    (out / "report.html").unlink()
+    assert main(["report", str(out)]) == 0
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") == 4
+    assert main(["report", str(tmp_path)]) == 2          # not a reduce output: one line, no traceback
