@@ -33,7 +33,7 @@ class AmqpUri:
     """The parts of an amqp:// or amqps:// URI the driver needs (password never printed)."""
 
     __slots__ = ("uri", "tls", "host", "port", "user", "password", "vhost", "heartbeat", "frame_max",
-                 "channel_max", "verify")
+                 "channel_max", "verify", "cacertfile", "certfile", "keyfile", "server_name")
 
     def __init__(self, uri: str) -> None:
         parts = urlsplit(uri)
@@ -56,7 +56,12 @@ class AmqpUri:
             self.channel_max = int(query.get("channel_max", 2047))
         except ValueError:
             raise ConfigError(f"{mask_uri(uri)}: heartbeat, frame_max and channel_max must be integers") from None
+        # TLS options as RabbitMQ's URI spec names them (query parameters of amqps URIs)
         self.verify = query.get("verify", "verify_peer") != "verify_none"
+        self.cacertfile = query.get("cacertfile")
+        self.certfile = query.get("certfile")
+        self.keyfile = query.get("keyfile")
+        self.server_name = query.get("server_name_indication", self.host)
 
     @property
     def masked(self) -> str:
@@ -65,7 +70,12 @@ class AmqpUri:
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.tls:
             return None
-        ctx = ssl.create_default_context()
+        try:
+            ctx = ssl.create_default_context(cafile=self.cacertfile)
+            if self.certfile:
+                ctx.load_cert_chain(self.certfile, self.keyfile)
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"{self.masked}: cannot load TLS files ({getattr(exc, 'strerror', None) or exc})") from None
         if not self.verify:
             ctx.check_hostname = False
             ctx.verify_mode = ssl.CERT_NONE
@@ -78,7 +88,7 @@ async def _connect_one(u: AmqpUri, name: str) -> Connection:
     ctx = u.ssl_context()
     try:
         await loop.create_connection(lambda: conn, u.host, u.port, ssl=ctx,
-                                     server_hostname=u.host if ctx is not None else None)
+                                     server_hostname=u.server_name if ctx is not None else None)
         await conn.opened
     except BaseException:
         if conn.transport is not None:
