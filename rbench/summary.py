@@ -84,7 +84,9 @@ def step_rows(run_dir: Path) -> list[dict[str, Any]]:
         if pc is not None and cc is not None:
             sent_keys = (pc["producer"].to_numpy().astype(np.int64) << 32) | pc["seq"].to_numpy()
             delivered_ok = np.isin(outcome, ["ack", "unconfirmed"])
-            got_keys = (cc["producer"].to_numpy().astype(np.int64) << 32) | cc["seq"].to_numpy()
+            # messages left in a queue by an earlier run carry stamps from before this run's t0: not ours
+            ours = c_int >= (c.get("t0_ns") or 0)
+            got_keys = ((cc["producer"].to_numpy().astype(np.int64) << 32) | cc["seq"].to_numpy())[ours]
             uniq, counts = np.unique(got_keys, return_counts=True)
             lost = int((~np.isin(sent_keys[delivered_ok], uniq)).sum())
             dup = int((counts - 1).sum())
