@@ -9,25 +9,22 @@ from rbench.config.types import PublisherSpec
 from rbench.drivers.base import Publisher
 from rbench.runtime.recorder import Recorder
 from rbench.runtime.schedule import Segment, due_times
+from rbench.codec._recorder import ConfirmSink
 from rbench.runtime.stamp import STAMP, new_payload
 
 YIELD_EVERY = 64          # when behind schedule or unlimited, let consumers run this often
 
 
-class ProducerSink:
-    """PublishSink of one producer: routes confirms and returns to the recorder."""
+class ProducerSink(ConfirmSink):
+    """PublishSink of one producer: routes confirms and returns to the recorder.
 
-    __slots__ = ("_recorder", "_producer")
+    ``on_confirm`` is ConfirmSink's (C: straight into the recorder core's pending map);
+    ``on_return`` calls ``recorder.returned(body, t_ns)``."""
+
+    __slots__ = ()
 
     def __init__(self, recorder: Recorder, producer: int) -> None:
-        self._recorder = recorder
-        self._producer = producer
-
-    def on_confirm(self, seq: int, acked: bool, t_ns: int) -> None:
-        self._recorder.confirmed(self._producer, seq, acked, t_ns)
-
-    def on_return(self, body: bytes | memoryview, t_ns: int) -> None:
-        self._recorder.returned(body, t_ns)
+        super().__init__(recorder.core, recorder, producer)
 
 
 async def _sleep_until(t_ns: int, stop: asyncio.Event) -> bool:
@@ -52,30 +49,70 @@ async def _sleep_until(t_ns: int, stop: asyncio.Event) -> bool:
     return not stop.is_set()
 
 
+_NEVER = 2**63 - 1
+
+
+class _PythonStamper:
+    """Stamper for a recorder without a C core (tests' stand-ins): same contract, in Python."""
+
+    def __init__(self, recorder: Recorder, body: bytearray, producer: int, queue_idx: int, confirm: bool) -> None:
+        self.recorder, self.body, self.producer, self.queue_idx, self.confirm = recorder, body, producer, queue_idx, confirm
+
+    def stamp(self, seq: int, t_intended: int, not_after: int) -> int:
+        t_sent = time.time_ns()
+        if t_sent >= not_after:
+            return 0
+        STAMP.pack_into(self.body, 0, self.producer, seq, t_intended, t_sent)
+        self.recorder.published(self.producer, self.queue_idx, seq, len(self.body), t_intended, t_sent, self.confirm)
+        return t_sent
+
+    def stamp_now(self, seq: int, not_after: int) -> int:
+        t_sent = time.time_ns()
+        if t_sent >= not_after:
+            return 0
+        STAMP.pack_into(self.body, 0, self.producer, seq, t_sent, t_sent)
+        self.recorder.published(self.producer, self.queue_idx, seq, len(self.body), t_sent, t_sent, self.confirm)
+        return t_sent
+
+    def unstamp(self) -> None:
+        pass
+
+
 async def run_producer(pub: Publisher, spec: PublisherSpec, recorder: Recorder, segments: list[Segment],
                        size: int, message_count: int | None, stop: asyncio.Event) -> int:
-    """Publish along `segments`; returns how many messages were published."""
+    """Publish along `segments`; returns how many messages were published.
+
+    Per message: ``await pub.ready()``, then one C call ``stamp(seq, t_intended, not_after)``
+    (``stamp_now``: t_intended = t_sent, for unlimited rate) takes t_sent, writes the stamp into the reused body and records the row (or returns 0
+    when t_sent is past ``not_after``: nothing stamped, nothing recorded), then
+    ``pub.publish``; if that raises, the row is dropped again, as if never recorded."""
     body = new_payload(size)
-    length = len(body)
-    pack = STAMP.pack_into
     pid = spec.producer_id
     qidx = recorder.queue_index(spec.queue)
-    record = recorder.published
-    confirm = spec.confirm
+    make = getattr(recorder, "stamper", None)
+    stamper = make(body, pid, qidx, spec.confirm) if make is not None else _PythonStamper(recorder, body, pid, qidx, spec.confirm)
+    stamp = stamper.stamp
+    stamp_now = stamper.stamp_now
+    publish = pub.publish
+    ready = pub.ready
+    is_stopped = stop.is_set
     seq = 0
     now = time.time_ns
     for seg in segments:
         if not await _sleep_until(seg.start_ns, stop):
             return seq
         if seg.interval_ns is None:
-            while not stop.is_set() and (message_count is None or seq < message_count):
-                await pub.ready()
-                t_sent = now()
-                if t_sent >= seg.end_ns:
+            end = seg.end_ns
+            limit = _NEVER if message_count is None else message_count
+            while seq < limit and not is_stopped():
+                await ready()
+                if not stamp_now(seq, end):        # t_intended = t_sent: no schedule to lag behind
                     break
-                pack(body, 0, pid, seq, t_sent, t_sent)
-                pub.publish(body, seq)
-                record(pid, qidx, seq, length, t_sent, t_sent, confirm)
+                try:
+                    publish(body, seq)
+                except BaseException:
+                    stamper.unstamp()
+                    raise
                 seq += 1
                 if seq % YIELD_EVERY == 0:
                     await asyncio.sleep(0)
@@ -98,11 +135,13 @@ async def run_producer(pub: Publisher, spec: PublisherSpec, recorder: Recorder, 
                 burst += 1
                 if burst % YIELD_EVERY == 0:
                     await asyncio.sleep(0)
-            await pub.ready()
-            t_sent = now()
-            pack(body, 0, pid, seq, due, t_sent)
-            pub.publish(body, seq)
-            record(pid, qidx, seq, length, due, t_sent, confirm)
+            await ready()
+            stamp(seq, due, _NEVER)
+            try:
+                publish(body, seq)
+            except BaseException:
+                stamper.unstamp()
+                raise
             seq += 1
         if message_count is not None and seq >= message_count:
             break

@@ -6,6 +6,9 @@ compute end-to-end latency from the intended send time (coordinated-omission
 corrected) as well as from the actual send time, without any header parsing.
 A body smaller than the stamp is raised to STAMP_SIZE (PerfTest does the same with
 its 12-byte minimum); the Parquet ``size`` column records the real body size.
+
+The runtime's hot path packs and unpacks this same layout in C (ext/recorder.pyx:
+``Stamper``, ``RecorderCore.consumed``); these helpers are for tests and drivers.
 """
 from __future__ import annotations
 

@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rbench.codec._recorder import ConsumerTap
 from rbench.control import ControlClient
 from rbench.drivers.base import Consumer, Driver, Publisher, load_driver
 from rbench.errors import ConfigError, RbenchError
@@ -44,23 +45,17 @@ def run_task(plan: TaskPlan, attempt: int = 0, barrier: Barrier | None = None, a
         raise RuntimeError(f"{ERROR_MARK}{exc}") from None
 
 
-class _ConsumerState:
-    """Per-consumer callback target: records a delivery, stops at the message count."""
+class _ConsumerState(ConsumerTap):
+    """Per-consumer callback target: records a delivery, stops at the message count.
 
-    __slots__ = ("recorder", "consumer_id", "queue_idx", "limit", "count", "done")
+    ``__call__(body, redelivered, t_received)`` is ConsumerTap's, in C (ext/recorder.pyx):
+    unless ``count`` reached ``limit`` it records the delivery into the recorder core
+    (a body without a stamp is counted but not recorded), and sets ``done`` at the limit."""
+
+    __slots__ = ()
 
     def __init__(self, recorder: Recorder, consumer_id: int, queue_idx: int, limit: int | None) -> None:
-        self.recorder, self.consumer_id, self.queue_idx, self.limit = recorder, consumer_id, queue_idx, limit
-        self.count = 0
-        self.done = asyncio.Event()
-
-    def __call__(self, body: memoryview | bytes, redelivered: bool, t_received: int) -> None:
-        if self.limit is not None and self.count >= self.limit:
-            return
-        self.recorder.consumed(self.consumer_id, self.queue_idx, body, redelivered, t_received)
-        self.count += 1
-        if self.limit is not None and self.count >= self.limit:
-            self.done.set()
+        super().__init__(recorder.core, recorder, consumer_id, queue_idx, limit, asyncio.Event())
 
 
 class TaskRun:

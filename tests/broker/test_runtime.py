@@ -30,13 +30,15 @@ def run_dir_of(tmp_path: Path) -> Path:
 
 @pytest.mark.parametrize("driver", DRIVERS)
 def test_every_published_message_is_consumed_exactly_once(driver: str, amqp_url: str, unique_name: str, tmp_path: Path) -> None:
-    w = workload_from_dict(workload_dict(amqp_url, unique_name, driver=driver))
+    # aio-pika tops out near 1k msg/s per task on a loaded 2-core machine: keep it well below that
+    rate = 500 if driver == "amqp091" else 150
+    w = workload_from_dict(workload_dict(amqp_url, unique_name, driver=driver, rate=rate))
     (p,) = plan(w, "local", 1, "run", str(tmp_path))
     result = run_task(p)
     published, consumed = read(tmp_path / "run", "published"), read(tmp_path / "run", "consumed")
     # a producer that falls behind drops its backlog at the step end, so allow a shortfall under load
     assert result["published"] == published.num_rows
-    assert 0.95 * 2 * 500 * 2 <= published.num_rows <= 2 * 500 * 2
+    assert 0.95 * 2 * rate * 2 <= published.num_rows <= 2 * rate * 2
     assert result["consumed"] == consumed.num_rows
     sent = keys(published)
     assert len(set(sent)) == len(sent)
@@ -97,8 +99,8 @@ def test_consumer_delay_and_prefetch_bound_the_consume_rate(amqp_url: str, uniqu
     (p,) = plan(w, "local", 1, "run", str(tmp_path))
     result = run_task(p)
     try:
-        assert result["published"] == 900
-        assert 0 < result["consumed"] <= 0.5 * 900
+        assert 0.95 * 900 <= result["published"] <= 900
+        assert 0 < result["consumed"] <= 0.5 * result["published"]
     finally:
         async def cleanup() -> None:
             conn = await aio_pika.connect(amqp_url)
