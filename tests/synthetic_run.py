@@ -27,17 +27,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-PUBLISHED_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("cluster", pa.string()), ("step", pa.int32()), ("task", pa.int32()),
-    ("producer", pa.int32()), ("queue", pa.string()), ("seq", pa.int64()), ("size", pa.int32()),
-    ("t_intended", pa.int64()), ("t_sent", pa.int64()), ("t_confirmed", pa.int64()), ("outcome", pa.string()),
-])
-CONSUMED_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("cluster", pa.string()), ("step", pa.int32()), ("task", pa.int32()),
-    ("consumer", pa.int32()), ("queue", pa.string()), ("producer", pa.int32()), ("seq", pa.int64()),
-    ("size", pa.int32()), ("t_intended", pa.int64()), ("t_sent", pa.int64()), ("t_received", pa.int64()),
-    ("redelivered", pa.bool_()),
-])
+from rbench.runtime.recorder import CONSUMED_SCHEMA, PUBLISHED_SCHEMA  # the contract the run writes
+
 OUTCOMES = np.array(["ack", "nack", "returned", "timeout", "unconfirmed"])
 
 

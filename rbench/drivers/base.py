@@ -16,7 +16,7 @@ Outcomes come back through the ``PublishSink`` the runtime handed in: one
 from __future__ import annotations
 
 import importlib
-from typing import Awaitable, Callable, Protocol, runtime_checkable
+from typing import Callable, Protocol, runtime_checkable
 
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
 from rbench.errors import ConfigError

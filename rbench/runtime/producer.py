@@ -10,7 +10,7 @@ from rbench.drivers.base import Publisher
 from rbench.runtime.recorder import Recorder
 from rbench.runtime.schedule import Segment, due_times
 from rbench.codec._recorder import ConfirmSink
-from rbench.runtime.stamp import STAMP, new_payload
+from rbench.runtime.stamp import new_payload
 
 YIELD_EVERY = 64          # when behind schedule or unlimited, let consumers run this often
 
@@ -52,32 +52,6 @@ async def _sleep_until(t_ns: int, stop: asyncio.Event) -> bool:
 _NEVER = 2**63 - 1
 
 
-class _PythonStamper:
-    """Stamper for a recorder without a C core (tests' stand-ins): same contract, in Python."""
-
-    def __init__(self, recorder: Recorder, body: bytearray, producer: int, queue_idx: int, confirm: bool) -> None:
-        self.recorder, self.body, self.producer, self.queue_idx, self.confirm = recorder, body, producer, queue_idx, confirm
-
-    def stamp(self, seq: int, t_intended: int, not_after: int) -> int:
-        t_sent = time.time_ns()
-        if t_sent >= not_after:
-            return 0
-        STAMP.pack_into(self.body, 0, self.producer, seq, t_intended, t_sent)
-        self.recorder.published(self.producer, self.queue_idx, seq, len(self.body), t_intended, t_sent, self.confirm)
-        return t_sent
-
-    def stamp_now(self, seq: int, not_after: int) -> int:
-        t_sent = time.time_ns()
-        if t_sent >= not_after:
-            return 0
-        STAMP.pack_into(self.body, 0, self.producer, seq, t_sent, t_sent)
-        self.recorder.published(self.producer, self.queue_idx, seq, len(self.body), t_sent, t_sent, self.confirm)
-        return t_sent
-
-    def unstamp(self) -> None:
-        pass
-
-
 async def run_producer(pub: Publisher, spec: PublisherSpec, recorder: Recorder, segments: list[Segment],
                        size: int, message_count: int | None, stop: asyncio.Event) -> int:
     """Publish along `segments`; returns how many messages were published.
@@ -89,8 +63,7 @@ async def run_producer(pub: Publisher, spec: PublisherSpec, recorder: Recorder, 
     body = new_payload(size)
     pid = spec.producer_id
     qidx = recorder.queue_index(spec.queue)
-    make = getattr(recorder, "stamper", None)
-    stamper = make(body, pid, qidx, spec.confirm) if make is not None else _PythonStamper(recorder, body, pid, qidx, spec.confirm)
+    stamper = recorder.stamper(body, pid, qidx, spec.confirm)
     stamp = stamper.stamp
     stamp_now = stamper.stamp_now
     publish = pub.publish

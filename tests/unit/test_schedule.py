@@ -1,6 +1,8 @@
 """Open-loop schedule: due times are fixed by rate and step, never by the broker."""
 from __future__ import annotations
 
+from pathlib import Path
+
 from rbench.runtime.schedule import due_times, segments
 
 
@@ -33,13 +35,14 @@ def test_unlimited_rate_segment_has_no_interval() -> None:
     assert seg.interval_ns is None
 
 
-def test_a_producer_behind_schedule_stops_at_the_step_end() -> None:
+def test_a_producer_behind_schedule_stops_at_the_step_end(tmp_path: Path) -> None:
     """When the client cannot keep up, the backlog is dropped at the step's end, not sent late."""
     import asyncio
     import time
 
     from rbench.config.types import PublisherSpec
     from rbench.runtime.producer import run_producer
+    from rbench.runtime.recorder import Recorder
 
     class SlowPublisher:
         def __init__(self) -> None:
@@ -51,22 +54,19 @@ def test_a_producer_behind_schedule_stops_at_the_step_end() -> None:
         def publish(self, payload: bytes, seq: int) -> None:
             self.count += 1
 
-    class NullRecorder:
-        def queue_index(self, queue: str) -> int:
-            return 0
-
-        def published(self, *args: object) -> None:
-            pass
+    recorder = Recorder(str(tmp_path), "run", "c", 0, 0, ["q"], [0], None)
 
     async def main() -> tuple[int, float]:
         start = time.time_ns() + 50_000_000
         (seg,) = segments(start, 0, [(0.0, 0.5, 2000.0)])        # 1000 messages due in 0.5 s
         pub = SlowPublisher()
         t = time.monotonic()
-        sent = await run_producer(pub, PublisherSpec(producer_id=0, queue="q"), NullRecorder(), [seg], 24, None,
+        sent = await run_producer(pub, PublisherSpec(producer_id=0, queue="q"), recorder, [seg], 24, None,
                                   asyncio.Event())
+        assert pub.count == sent
         return sent, time.monotonic() - t
 
     sent, elapsed = asyncio.run(main())
     assert sent < 1000
     assert elapsed < 0.5 + 0.05 + 0.2
+    assert recorder.close(False)["published_rows"] == sent
