@@ -19,7 +19,7 @@ from rbench.errors import ConfigError, SinkError
 from rbench.reduce import costs as costmod
 from rbench.reduce import leaderboard as lb
 from rbench.reduce.load import check_same_workload, load_samples, read_run
-from rbench.reduce.stats import LATENCIES, PERCENTILE_METHOD, step_stats, timeline
+from rbench.reduce.stats import LATENCIES, PERCENTILE_METHOD, reduce_samples
 
 RATE_METHOD = ("achieved rate = rows whose t_sent (publish) / t_confirmed with outcome ack (confirm) / t_received (consume) "
                "falls inside the step's measurement window [start + warm-up, end), any step tag, ÷ window length in s")
@@ -69,11 +69,10 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
     costs = costmod.cluster_costs(cluster_entries, prices)      # unknown types fail before any Spark work
     notes = list(samples.notes)
     try:
-        steps_tbl, steps = _rows(lb.mark_matched(step_stats(samples.published, samples.consumed, samples.windows),
-                                                 tolerance, latency_limit_s * 1000.0))
-        # the leaderboards read the small collected table, not the plan that scans the samples again
+        steps_raw, tl_df = reduce_samples(samples)      # small DataFrames built from the collected aggregates
+        steps_tbl, steps = _rows(lb.mark_matched(steps_raw, tolerance, latency_limit_s * 1000.0))
         steps_df = session.createDataFrame(steps_tbl)
-        tl_tbl, tl = _rows(timeline(samples.published, samples.consumed, samples.windows))
+        tl_tbl, tl = _rows(tl_df)
         costs_df = lb.costs_frame(session, costs)
         top = lb.top_throughput(steps_df)
         chosen = target_rate if target_rate is not None else lb.default_target(steps_df)
@@ -128,7 +127,7 @@ def _meta(runs: list[Any], board: dict[str, Any]) -> dict[str, Any]:
         "match_rule": (f"matched: consume_rate >= (1 - {board['tolerance']:g}) × target_rate and e2e p99 <= "
                        f"{board['latency_limit_ms']:g} ms"),
         "timeline_method": "per-second buckets since the cluster's t0; publish by t_sent, consume and latency by t_received; "
-                           "per-second p50/p99 via percentile_approx(accuracy 10000), max exact",
+                           "per-second p50/p99 exact (two-pass bucketed selection, rbench.reduce.percentiles), max exact",
     }
 
 

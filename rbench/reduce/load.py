@@ -87,6 +87,11 @@ class Samples:
     notes: list[str] = field(default_factory=list)
     published_files: list[str] = field(default_factory=list)
     consumed_files: list[str] = field(default_factory=list)
+    # per (run_id, cluster): the same rows as ``published`` / ``consumed``, run_id and cluster as literals
+    pub_branches: list[tuple[str, str, DataFrame]] = field(default_factory=list)
+    con_branches: list[tuple[str, str, DataFrame]] = field(default_factory=list)
+    window_rows: list[tuple[Any, ...]] = field(default_factory=list)   # rows of ``windows`` (WINDOWS_SCHEMA)
+    parts: list[tuple[str, str, str, list[str]]] = field(default_factory=list)   # (kind, run_id, cluster, part files)
 
 
 def read_run(run_dir: str | Path) -> RunMeta:
@@ -206,6 +211,23 @@ def windows_frame(spark: SparkSession, runs: list[RunMeta]) -> tuple[DataFrame, 
     return spark.createDataFrame(rows, WINDOWS_SCHEMA), notes
 
 
+def window_rows(runs: list[RunMeta]) -> list[tuple[Any, ...]]:
+    """The rows of windows_frame, as Python tuples (the reduce builds its expressions from them)."""
+    rows: list[tuple[Any, ...]] = []
+    for run in runs:
+        for c in run.clusters:
+            t0 = c.get("t0_ns")
+            for s in c.get("steps") or []:
+                start, end = s.get("start_ns"), s.get("end_ns")
+                if start is None or end is None:
+                    continue
+                meas = int(start + run.warmup_s * 1e9)
+                target = s.get("target_rate")
+                rows.append((run.run_id, str(c.get("name")), int(s.get("step", 0)), None if target is None else float(target),
+                             int(start), int(end), meas, (end - meas) / 1e9, run.warmup_s, int(t0 if t0 is not None else start)))
+    return rows
+
+
 def load_samples(spark: SparkSession, run_dirs: list[str | Path], force: bool = False) -> Samples:
     """Everything the reduce needs from some run directories; SinkError when nothing can be read."""
     runs = [read_run(d) for d in run_dirs]
@@ -215,12 +237,16 @@ def load_samples(spark: SparkSession, run_dirs: list[str | Path], force: bool = 
             notes.append(f"{run.run_id}: run status is '{run.status}' (not complete): later steps may be partial or empty")
     pub_files: list[str] = []
     con_files: list[str] = []
+    pub_groups: list[tuple[str, str, list[str]]] = []
+    con_groups: list[tuple[str, str, list[str]]] = []
     for run in runs:
         f, n = committed_parts(run, "published")
         pub_files += f
+        pub_groups += _by_cluster(run.run_id, f)
         notes += n
         f, n = committed_parts(run, "consumed")
         con_files += f
+        con_groups += _by_cluster(run.run_id, f)
         notes += n
     if not pub_files and not con_files:
         raise SinkError(f"{', '.join(str(r.run_dir) for r in runs)}: no committed Parquet samples "
@@ -231,14 +257,39 @@ def load_samples(spark: SparkSession, run_dirs: list[str | Path], force: bool = 
         notes.append("no consumed samples at all: rates to consumers, latency, lost/duplicated/reordered cannot be measured")
     windows, wnotes = windows_frame(spark, runs)
     notes += wnotes
-    published = _read(spark, pub_files, PUBLISHED_SCHEMA)
-    consumed = _read(spark, con_files, CONSUMED_SCHEMA)
-    return Samples(published, consumed, windows, runs, notes, pub_files, con_files)
+    pub_branches = [(r, c, _read(spark, f, PUBLISHED_SCHEMA, r, c)) for r, c, f in pub_groups]
+    con_branches = [(r, c, _read(spark, f, CONSUMED_SCHEMA, r, c)) for r, c, f in con_groups]
+    published = _union(spark, [b for *_, b in pub_branches], PUBLISHED_SCHEMA)
+    consumed = _union(spark, [b for *_, b in con_branches], CONSUMED_SCHEMA)
+    parts = [("published", *g) for g in pub_groups] + [("consumed", *g) for g in con_groups]
+    return Samples(published, consumed, windows, runs, notes, pub_files, con_files, pub_branches, con_branches,
+                   window_rows(runs), parts)
 
 
-def _read(spark: SparkSession, files: list[str], schema: T.StructType) -> DataFrame:
-    if not files:
+def _by_cluster(run_id: str, files: list[str]) -> list[tuple[str, str, list[str]]]:
+    """Group part files by cluster: ``<kind>/<cluster>/task-T/attempt-A/part-N.parquet``."""
+    groups: dict[str, list[str]] = {}
+    for f in files:
+        groups.setdefault(Path(f).parents[2].name, []).append(f)
+    return [(run_id, c, fs) for c, fs in groups.items()]
+
+
+def _union(spark: SparkSession, frames: list[DataFrame], schema: T.StructType) -> DataFrame:
+    if not frames:
         return spark.createDataFrame([], schema)
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out
+
+
+def _read(spark: SparkSession, files: list[str], schema: T.StructType, run_id: str, cluster: str) -> DataFrame:
+    """One (run, cluster)'s part files. Every row of an attempt folder belongs to the folder's cluster and
+    run, so run_id and cluster are literals from the path and run.json: the two string columns are never
+    scanned, and every per-window expression of the reduce folds to the windows of that cluster."""
     # a run has hundreds of part files; above this threshold Spark lists them with a Spark job (seconds)
     spark.conf.set("spark.sql.sources.parallelPartitionDiscovery.threshold", str(max(32, len(files) + 1)))
-    return spark.read.schema(schema).parquet(*files).select(*[F.col(f.name) for f in schema.fields])
+    df = spark.read.schema(schema).parquet(*files)
+    cols = [F.lit(run_id).alias("run_id") if f.name == "run_id" else F.lit(cluster).alias("cluster") if f.name == "cluster"
+            else F.col(f.name) for f in schema.fields]
+    return df.select(*cols)

@@ -111,3 +111,55 @@ def exact_percentiles(values: DataFrame, keys: list[str], percentiles: tuple[flo
             qs.append(v0 + frac * (v1 - v0))
         rows.append((*g, info["n"], info["vmax"], *qs))
     return spark.createDataFrame(rows, out_schema)
+
+
+# --- the same method on integer group keys, with numpy on the driver (used by rbench.reduce.stats) ---
+
+def plan_ranks(k: np.ndarray, b: np.ndarray, c: np.ndarray, bmax: np.ndarray,
+               percentiles: tuple[float, ...]) -> tuple[dict[int, dict[str, Any]], set[tuple[int, int]]]:
+    """Histogram rows (group ``k``, bucket ``b``, count ``c``, max ``bmax``; any order) → per group ``n``,
+    ``vmax`` and per percentile ``(r0, r1, frac, bucket0, inrank0, bucket1, inrank1)``; plus the (k, b) to fetch."""
+    order = np.lexsort((b, k))
+    k, b, c, bmax = k[order], b[order], c[order].astype(np.int64), bmax[order]
+    bounds = np.flatnonzero(np.diff(k)) + 1
+    starts_g = np.concatenate(([0], bounds)) if k.size else np.array([], dtype=np.int64)
+    ends_g = np.concatenate((bounds, [k.size])) if k.size else np.array([], dtype=np.int64)
+    groups: dict[int, dict[str, Any]] = {}
+    fetch: set[tuple[int, int]] = set()
+    for s, e in zip(starts_g.tolist(), ends_g.tolist()):
+        cc = c[s:e]
+        first = np.concatenate(([0], np.cumsum(cc)[:-1]))   # first rank of each bucket
+        n = int(cc.sum())
+        plan = []
+        for p in percentiles:
+            h = (n - 1) * p
+            r0 = math.floor(h)
+            r1 = min(r0 + 1, n - 1)
+            i0 = int(np.searchsorted(first, r0, side="right")) - 1
+            i1 = int(np.searchsorted(first, r1, side="right")) - 1
+            plan.append((r0, r1, h - r0, int(b[s + i0]), r0 - int(first[i0]), int(b[s + i1]), r1 - int(first[i1])))
+            fetch.add((int(k[s]), int(b[s + i0])))
+            fetch.add((int(k[s]), int(b[s + i1])))
+        groups[int(k[s])] = {"n": n, "vmax": int(bmax[s:e].max()), "plan": plan}
+    return groups, fetch
+
+
+def finish_ranks(groups: dict[int, dict[str, Any]], k: np.ndarray, b: np.ndarray, v: np.ndarray) -> dict[int, dict[str, Any]]:
+    """The fetched rows (k, b, v) of the needed buckets → per group ``n``, ``vmax``, ``q`` (one per percentile)."""
+    order = np.lexsort((v, b, k))
+    k, b, v = k[order], b[order], v[order]
+    out: dict[int, dict[str, Any]] = {}
+    for g, info in groups.items():
+        qs = []
+        for _r0, _r1, frac, b0, in0, b1, in1 in info["plan"]:
+            x0 = int(v[_slice_start(k, b, g, b0) + in0])
+            x1 = int(v[_slice_start(k, b, g, b1) + in1])
+            qs.append(x0 + frac * (x1 - x0))
+        out[g] = {"n": info["n"], "vmax": info["vmax"], "q": qs}
+    return out
+
+
+def _slice_start(k: np.ndarray, b: np.ndarray, g: int, bucket: int) -> int:
+    lo = int(np.searchsorted(k, g, side="left"))
+    hi = int(np.searchsorted(k, g, side="right"))
+    return lo + int(np.searchsorted(b[lo:hi], bucket, side="left"))

@@ -10,14 +10,36 @@ Definitions (also printed in the report, docs/reduce.md):
   step's measurement window, of any step tag, divided by the window length in seconds.
   So a cluster that falls behind shows its real delivery rate, not the offered one.
 * percentiles: exact, linear interpolation between the two closest ranks like numpy's
-  default (rbench.reduce.percentiles explains the two-pass method): rank error 0.
+  default: rank error 0.
+
+How it is computed (docs/reduce.md; nothing large leaves Spark):
+
+1. *step latencies*: one Spark task per (run, cluster, side) reads the time columns of that
+   cluster's part files with pyarrow and selects the needed ranks of each step with
+   ``numpy.partition`` (every value of a step is in that one task: no shuffle, no sort).
+2. *counting pass*, one scan of each side: every row becomes a few ``(k, b, v)`` entries —
+   ``k`` says what is counted and for which window / step / second, ``b`` a sub-key (outcome,
+   latency bucket), ``v`` a latency — and one hash aggregation counts them per ``(k, b)`` with
+   the max of ``v``. Window and step look-ups are ``CASE`` expressions built from run.json per
+   (run, cluster), whose rows carry run_id and cluster as literals (load.py).
+3. *fetch pass*: the rows of the few latency buckets holding a needed rank of a timeline second
+   (the two-pass selection of rbench.reduce.percentiles).
+4. *message pass*: published candidates for loss and every delivery, narrowed to integers,
+   hash-partitioned by (run, cluster, producer), checked per partition with numpy
+   (mapInArrow): reorders per (producer, queue) in receive order, duplicates and distinct
+   messages per step, losses (a sort-merge membership test).
 """
 from __future__ import annotations
 
-from pyspark.sql import Column, DataFrame, Window
-from pyspark.sql import functions as F
+from typing import Any, Iterator
 
-from rbench.reduce.percentiles import exact_percentiles
+import numpy as np
+import pyarrow as pa
+from pyspark.sql import Column, DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql import types as T
+
+from rbench.reduce.percentiles import bucket_of, finish_ranks, plan_ranks
 
 PERCENTILES: tuple[float, ...] = (0.5, 0.75, 0.95, 0.99, 0.999)
 PCT_NAMES: tuple[str, ...] = ("p50", "p75", "p95", "p99", "p999")
@@ -27,140 +49,440 @@ LATENCIES: dict[str, str] = {
     "confirm": "publisher-confirm latency: t_confirmed - t_sent (outcomes with a confirm)",
 }
 PERCENTILE_METHOD = ("exact over every measured message: linear interpolation between the two closest ranks "
-                     "(numpy 'linear', Spark percentile(), DuckDB quantile_cont), found by a bucketed two-pass "
-                     "selection (rbench.reduce.percentiles); rank error 0")
+                     "(numpy 'linear', Spark percentile(), DuckDB quantile_cont), selected with numpy.partition in one "
+                     "Spark task per cluster (rbench.reduce.stats.step_latencies); rank error 0")
 KEY = ["run_id", "cluster", "step"]
-MSG = ["run_id", "cluster", "producer", "seq"]
+OUTCOMES = ("ack", "nack", "returned", "timeout", "unconfirmed")
+OUTCOME_COLS = ("acked", "nacked", "returned", "timeout", "unconfirmed")
+METRICS = tuple(LATENCIES)                     # e2e, e2e_sent, confirm: latency group = gid * 3 + index
+TL_PCTS: tuple[float, ...] = (0.5, 0.99)
+
+# kinds of counting-pass entries: k = kind << 48 | id
+PUBRATE, CONFRATE, OUTCOME, HIST, TLPUB, CONRATE, DELIV, TLHIST = range(1, 9)
+_SHIFT = 48
+_SEC_OFF = 1 << 31                             # TLHIST id = rc << 32 | (second + 2^31)
+NO_LAT = -(1 << 62)
 
 
-def tag_measured(df: DataFrame, windows: DataFrame) -> DataFrame:
-    """Rows of ``df`` with their step's window, and ``measured`` = t_intended inside it."""
-    w = windows.select(*KEY, "meas_start_ns", "end_ns")
-    return (df.join(F.broadcast(w), on=KEY, how="inner")
-            .withColumn("measured", (F.col("t_intended") >= F.col("meas_start_ns")) & (F.col("t_intended") < F.col("end_ns"))))
+class Plan:
+    """Integer ids for the windows of run.json (gid = row index) and the (run, cluster) pairs (rc)."""
+
+    def __init__(self, window_rows: list[tuple[Any, ...]]) -> None:
+        self.rows = window_rows
+        self.rc: dict[tuple[str, str], int] = {}
+        self.t0: dict[int, int] = {}
+        self.by_rc: dict[int, list[tuple[int, int, int, int]]] = {}     # rc -> [(gid, step, meas, end)]
+        for gid, r in enumerate(window_rows):
+            rc = self.rc.setdefault((r[0], r[1]), len(self.rc))
+            self.t0[rc] = min(self.t0.get(rc, r[9]), r[9])
+            self.by_rc.setdefault(rc, []).append((gid, r[2], r[6], r[5]))
+
+    def rc_of(self, run_id: str, cluster: str) -> int | None:
+        return self.rc.get((run_id, cluster))
+
+    def gid_tagged(self, rc: int) -> Column:
+        """gid of the row's step window (null: the step has no window)."""
+        return _case([(F.col("step") == s, gid) for gid, s, _, _ in self.by_rc.get(rc, [])])
+
+    def gid_measured(self, rc: int) -> Column:
+        """gid when the row is a measured message of its step, else null."""
+        ti = F.col("t_intended")
+        return _case([((F.col("step") == s) & (ti >= m) & (ti < e), gid) for gid, s, m, e in self.by_rc.get(rc, [])])
+
+    def windows_of(self, rc: int, t: Column) -> list[Column]:
+        """gid of the measurement window holding ``t``: one expression per layer of non-overlapping windows
+        (one layer unless run.json has overlapping steps), so a time in two windows counts in both."""
+        layers: list[list[tuple[int, int, int]]] = []
+        for gid, _, m, e in sorted(self.by_rc.get(rc, []), key=lambda w: w[2]):
+            for layer in layers:
+                if layer[-1][2] <= m:
+                    layer.append((gid, m, e))
+                    break
+            else:
+                layers.append([(gid, m, e)])
+        return [_case([((t >= m) & (t < e), gid) for gid, m, e in layer]) for layer in layers]
+
+    def second(self, rc: int, t: str) -> Column:
+        return F.floor((F.col(t) - F.lit(self.t0[rc])) / 1e9).cast("long")
 
 
-def rate_counts(df: DataFrame, windows: DataFrame, time_col: str, name: str, cond: Column | None = None) -> DataFrame:
-    """Count rows whose ``time_col`` falls in each step's measurement window (any step tag)."""
-    src = df if cond is None else df.where(cond)
-    src = src.select("run_id", "cluster", F.col(time_col).alias("_t")).where(F.col("_t").isNotNull())
-    w = windows.select(*KEY, "meas_start_ns", "end_ns")
-    joined = src.join(F.broadcast(w), on=(src.run_id == w.run_id) & (src.cluster == w.cluster)
-                      & (src._t >= w.meas_start_ns) & (src._t < w.end_ns), how="inner")
-    return joined.groupBy(w.run_id, w.cluster, w.step).agg(F.count(F.lit(1)).alias(name))
+def _case(pairs: list[tuple[Column, int]]) -> Column:
+    out = None
+    for cond, val in pairs:
+        out = F.when(cond, F.lit(val)) if out is None else out.when(cond, F.lit(val))
+    return (out if out is not None else F.lit(None)).cast("long")
 
 
-def published_stats(published: DataFrame, windows: DataFrame) -> DataFrame:
-    """Counts by outcome and exact confirm-latency percentiles of measured published messages."""
-    m = tag_measured(published, windows).where("measured")
+def _entry(kind: int, ident: Column, b: Column, v: Column | None = None) -> Column:
+    return F.struct((F.lit(kind << _SHIFT) + ident).alias("k"), b.cast("long").alias("b"),
+                    (v if v is not None else F.lit(None)).cast("long").alias("v"))
+
+
+def _published_entries(plan: Plan, rc: int, what: str) -> list[Column]:
+    gm = plan.gid_measured(rc)
     oc = F.col("outcome")
-    agg = m.groupBy(*KEY).agg(
-        F.count(F.lit(1)).alias("published"),
-        F.sum((oc == "ack").cast("long")).alias("acked"),
-        F.sum((oc == "nack").cast("long")).alias("nacked"),
-        F.sum((oc == "returned").cast("long")).alias("returned"),
-        F.sum((oc == "timeout").cast("long")).alias("timeout"),
-        F.sum((oc == "unconfirmed").cast("long")).alias("unconfirmed"),
-    )
-    return agg
+    code = _case([(oc == name, i) for i, name in enumerate(OUTCOMES)])
+    out = [_entry(PUBRATE, w, F.lit(0)) for w in plan.windows_of(rc, F.col("t_sent"))]
+    out += [_entry(CONFRATE, F.when(oc == "ack", w), F.lit(0)) for w in plan.windows_of(rc, F.col("t_confirmed"))]
+    out += [_entry(OUTCOME, gm, F.coalesce(code, F.lit(len(OUTCOMES)))),
+            _entry(TLPUB, F.lit(rc), plan.second(rc, "t_sent"))]
+    return out
 
 
-def with_reorder_flag(consumed: DataFrame) -> DataFrame:
-    """``reordered`` = this delivery's seq is lower than one already received from the same
-    producer on the same queue (receive order = t_received, ties by seq)."""
-    w = (Window.partitionBy("run_id", "cluster", "producer", "queue").orderBy("t_received", "seq")
-         .rowsBetween(Window.unboundedPreceding, -1))
-    prev = F.max("seq").over(w)
-    return consumed.withColumn("reordered", F.coalesce(F.col("seq") < prev, F.lit(False)))
+def _consumed_entries(plan: Plan, rc: int, what: str) -> list[Column]:
+    gm = plan.gid_measured(rc)
+    e2e = F.col("t_received") - F.col("t_intended")
+    tl = F.lit(rc << 32) + plan.second(rc, "t_received") + F.lit(_SEC_OFF)
+    # the timeline: per second, latency buckets (+ one entry with b = NO_LAT for a row without latency)
+    out = [_entry(TLHIST, tl, bucket_of(e2e), e2e)]
+    if what != "all":
+        return out
+    out += [_entry(CONRATE, w, F.lit(0)) for w in plan.windows_of(rc, F.col("t_received"))]
+    out += [_entry(DELIV, gm, F.coalesce(F.col("redelivered").cast("int"), F.lit(0))),
+            _entry(TLHIST, tl, F.when(e2e.isNull(), F.lit(NO_LAT)))]
+    return out
 
 
-def latency_percentiles(published: DataFrame, consumed: DataFrame, windows: DataFrame) -> DataFrame:
-    """Exact p50 p75 p95 p99 p99.9 and max (ms) of the three latencies of measured messages, per step.
-
-    Columns ``{e2e,e2e_sent,confirm}_{p50,p75,p95,p99,p999,max}_ms``; a step with no
-    value for a latency has nulls there. See rbench.reduce.percentiles for the method.
-    """
-    c = tag_measured(consumed, windows).where("measured")
-    p = tag_measured(published, windows).where("measured")
-    # both consumed latencies from one scan: two (metric, v) rows per delivery
-    pair = F.explode(F.array(F.struct(F.lit("e2e").alias("metric"), (F.col("t_received") - F.col("t_intended")).alias("v")),
-                             F.struct(F.lit("e2e_sent").alias("metric"), (F.col("t_received") - F.col("t_sent")).alias("v"))))
-    values = (c.select(*KEY, pair.alias("x")).select(*KEY, "x.metric", "x.v")
-              .unionByName(p.select(*KEY, F.lit("confirm").alias("metric"), (F.col("t_confirmed") - F.col("t_sent")).alias("v"))))
-    res = exact_percentiles(values, [*KEY, "metric"], PERCENTILES)
-    aggs = [F.first(F.col(f"q{i}") / 1e6).alias(f"{name}_ms") for i, name in enumerate(PCT_NAMES)]
-    aggs.append(F.first(F.col("vmax") / 1e6).alias("max_ms"))
-    return res.groupBy(*KEY).pivot("metric", list(LATENCIES)).agg(*aggs)
-
-
-def consumed_stats(consumed: DataFrame, windows: DataFrame) -> DataFrame:
-    """Deliveries, exact end-to-end percentiles and reorders of measured consumed messages."""
-    m = tag_measured(with_reorder_flag(consumed), windows).where("measured")
-    return m.groupBy(*KEY).agg(
-        F.count(F.lit(1)).alias("deliveries"),
-        F.sum(F.col("redelivered").cast("long")).alias("redelivered"),
-        F.sum(F.col("reordered").cast("long")).alias("reordered"),
-    )
+def entries(samples: Any, plan: Plan, what: str) -> DataFrame | None:
+    """The (k, b, v) entries of every row of both sides (null k or b dropped). ``what``: "all" (counting
+    pass) or "tl" (consumed only, per-second latencies: the fetch pass)."""
+    frames = []
+    sides = [(samples.con_branches, _consumed_entries)]
+    if what == "all":
+        sides.insert(0, (samples.pub_branches, _published_entries))
+    for side, builder in sides:
+        for run_id, cluster, df in side:
+            rc = plan.rc_of(run_id, cluster)
+            if rc is None:          # no step of this cluster has a window: nothing is measured or plotted
+                continue
+            e = df.select(F.inline(F.array(*builder(plan, rc, what))))
+            frames.append(e.where(F.col("k").isNotNull() & F.col("b").isNotNull()))
+    if not frames:
+        return None
+    out = frames[0]
+    for f in frames[1:]:
+        out = out.unionByName(f)
+    return out
 
 
-def message_stats(published: DataFrame, consumed: DataFrame, windows: DataFrame) -> DataFrame:
-    """Distinct messages consumed, duplicated (delivered more than once) and lost per step.
-
-    lost = measured published message with outcome ack or unconfirmed that no consumer
-    received at any time in the run (a late delivery in the next step is not a loss).
-    """
-    per_msg = (tag_measured(consumed, windows)
-               .groupBy(*MSG, "step", "measured").agg(F.count(F.lit(1)).alias("n")))
-    dup = (per_msg.where("measured").groupBy(*KEY)
-           .agg(F.count(F.lit(1)).alias("consumed_unique"), F.sum((F.col("n") > 1).cast("long")).alias("duplicated")))
-    seen = per_msg.select(*MSG).distinct()
-    lost = (tag_measured(published, windows).where("measured")
-            .where(F.col("outcome").isin("ack", "unconfirmed"))
-            .join(seen, on=MSG, how="left_anti")
-            .groupBy(*KEY).agg(F.count(F.lit(1)).alias("lost")))
-    return dup.join(lost, on=KEY, how="full_outer")
+def counting_pass(samples: Any, plan: Plan, what: str) -> pa.Table | None:
+    """Pass 1: count of every (k, b) and the max of its v (a few hundred thousand rows at most)."""
+    ent = entries(samples, plan, what)
+    if ent is None:
+        return None
+    return ent.groupBy("k", "b").agg(F.count(F.lit(1)).alias("c"), F.max("v").alias("bmax")).toArrow()
 
 
-def step_stats(published: DataFrame, consumed: DataFrame, windows: DataFrame) -> DataFrame:
-    """One row per (run, cluster, step) of run.json, with every figure the report shows."""
-    base = windows.select(*KEY, "target_rate", "window_s", "warmup_s", "start_ns", "end_ns", "meas_start_ns")
-    rates = [
-        rate_counts(published, windows, "t_sent", "published_in_window"),
-        rate_counts(published, windows, "t_confirmed", "confirmed_in_window", F.col("outcome") == "ack"),
-        rate_counts(consumed, windows, "t_received", "consumed_in_window"),
-    ]
-    out = base
-    for part in [*rates, published_stats(published, windows), consumed_stats(consumed, windows),
-                 message_stats(published, consumed, windows), latency_percentiles(published, consumed, windows)]:
-        out = out.join(part, on=KEY, how="left")
-    counts = ["published_in_window", "confirmed_in_window", "consumed_in_window", "published", "acked", "nacked",
-              "returned", "timeout", "unconfirmed", "deliveries", "redelivered", "reordered", "consumed_unique",
-              "duplicated", "lost"]
-    out = out.fillna(0, subset=counts)
-    secs = F.when(F.col("window_s") > 0, F.col("window_s"))
-    out = (out.withColumn("publish_rate", F.col("published_in_window") / secs)
-              .withColumn("confirm_rate", F.col("confirmed_in_window") / secs)
-              .withColumn("consume_rate", F.col("consumed_in_window") / secs))
-    return out.orderBy(*KEY)
+def latency_ranks(samples: Any, plan: Plan, what: str, hist: pa.Table, percentiles_by_kind: dict[int, tuple[float, ...]]
+                  ) -> dict[int, dict[str, Any]]:
+    """Exact percentiles of every latency group of the histogram (two-pass selection, percentiles.py)."""
+    k = hist.column("k").to_numpy()
+    b = hist.column("b").to_numpy()
+    c = hist.column("c").to_numpy()
+    m = hist.column("bmax").fill_null(0).to_numpy()
+    groups: dict[int, dict[str, Any]] = {}
+    fetch: set[tuple[int, int]] = set()
+    for kind, pcts in percentiles_by_kind.items():
+        sel = ((k >> _SHIFT) == kind) & (b != NO_LAT)
+        g, f = plan_ranks(k[sel], b[sel], c[sel], m[sel], pcts)
+        groups.update(g)
+        fetch |= f
+    if not groups:
+        return {}
+    spark = samples.published.sparkSession
+    wanted = spark.createDataFrame(sorted(fetch), "k long, b long")
+    ent = entries(samples, plan, what)
+    assert ent is not None
+    picked = ent.join(F.broadcast(wanted), on=["k", "b"], how="left_semi").select("k", "b", "v").toArrow()
+    return finish_ranks(groups, picked.column("k").to_numpy(), picked.column("b").to_numpy(), picked.column("v").to_numpy())
 
 
-def timeline(published: DataFrame, consumed: DataFrame, windows: DataFrame) -> DataFrame:
-    """Per-second buckets since each cluster's t0: publish and consume counts, p50/p99 e2e.
+def _counts(hist: pa.Table, kind: int) -> dict[tuple[int, int], int]:
+    k = hist.column("k").to_numpy()
+    sel = (k >> _SHIFT) == kind
+    ids = (k[sel] & ((1 << _SHIFT) - 1)).tolist()
+    return dict(zip(zip(ids, hist.column("b").to_numpy()[sel].tolist()), hist.column("c").to_numpy()[sel].tolist()))
 
-    Per-second percentiles are for the plot only, so they use percentile_approx
-    (accuracy 10000: rank error at most 1/10000 of the bucket's count).
-    """
-    t0 = windows.groupBy("run_id", "cluster").agg(F.min("t0_ns").alias("t0_ns"))
-    pub = (published.join(F.broadcast(t0), on=["run_id", "cluster"])
-           .select("run_id", "cluster", F.floor((F.col("t_sent") - F.col("t0_ns")) / 1e9).cast("long").alias("second"))
-           .groupBy("run_id", "cluster", "second").agg(F.count(F.lit(1)).alias("published")))
-    lat = F.col("t_received") - F.col("t_intended")
-    con = (consumed.join(F.broadcast(t0), on=["run_id", "cluster"])
-           .withColumn("second", F.floor((F.col("t_received") - F.col("t0_ns")) / 1e9).cast("long"))
-           .groupBy("run_id", "cluster", "second")
-           .agg(F.count(F.lit(1)).alias("consumed"),
-                F.percentile_approx(lat, [0.5, 0.99], 10000).alias("_q"), F.max(lat).alias("_max")))
-    con = (con.withColumn("e2e_p50_ms", F.col("_q")[0] / 1e6).withColumn("e2e_p99_ms", F.col("_q")[1] / 1e6)
-              .withColumn("e2e_max_ms", F.col("_max") / 1e6).drop("_q", "_max"))
-    return (pub.join(con, on=["run_id", "cluster", "second"], how="full_outer")
-            .fillna(0, subset=["published", "consumed"]).orderBy("run_id", "cluster", "second"))
+
+def step_latencies(samples: Any, plan: Plan) -> dict[tuple[int, int], dict[str, Any]]:
+    """Exact percentiles of the three latencies of every step: one Spark task per (run, cluster, side) reads
+    that cluster's part files (only the time columns) with pyarrow and selects the ranks with numpy
+    (``np.partition``), so a step's values are in one worker and nothing is shuffled or sorted."""
+    units = []
+    for kind, run_id, cluster, files in samples.parts:
+        rc = plan.rc_of(run_id, cluster)
+        if rc is not None and files:
+            units.append((kind, files, plan.by_rc[rc], PERCENTILES))
+    if not units:
+        return {}
+    sc = samples.published.sparkSession.sparkContext
+    out: dict[tuple[int, int], dict[str, Any]] = {}
+    for part in sc.parallelize(units, len(units)).map(_unit_latencies).collect():
+        out.update(part)
+    return out
+
+
+def _unit_latencies(unit: tuple[str, list[str], list[tuple[int, int, int, int]], tuple[float, ...]]
+                    ) -> dict[tuple[int, int], dict[str, Any]]:
+    import math
+
+    import pyarrow.parquet as pq
+
+    kind, files, wins, pcts = unit
+    if kind == "consumed":
+        cols, metrics = ["step", "t_intended", "t_sent", "t_received"], [(0, "t_received", "t_intended"), (1, "t_received", "t_sent")]
+    else:
+        cols, metrics = ["step", "t_intended", "t_sent", "t_confirmed"], [(2, "t_confirmed", "t_sent")]
+    tbl = pq.read_table(files, columns=cols)
+    arr = {c: tbl.column(c).fill_null(0).to_numpy() for c in cols}
+    ok = {c: ~tbl.column(c).is_null().to_numpy(zero_copy_only=False) if tbl.column(c).null_count else None for c in cols}
+    res: dict[tuple[int, int], dict[str, Any]] = {}
+    step, ti = arr["step"], arr["t_intended"]
+    base = np.ones(tbl.num_rows, dtype=bool)
+    for c in ("step", "t_intended"):
+        if ok[c] is not None:
+            base &= ok[c]
+    for gid, s, m, e in wins:
+        meas = base & (step == s) & (ti >= m) & (ti < e)
+        for mi, a, b in metrics:
+            sel = meas
+            for c in (a, b):
+                if ok[c] is not None:
+                    sel = sel & ok[c]
+            v = arr[a][sel] - arr[b][sel]
+            if not v.size:
+                continue
+            n = v.size
+            plan = []
+            for p in pcts:
+                h = (n - 1) * p
+                r0 = math.floor(h)
+                plan.append((r0, min(r0 + 1, n - 1), h - r0))
+            kth = sorted({r for r0, r1, _ in plan for r in (r0, r1)})
+            part = np.partition(v, kth)
+            qs = []
+            for r0, r1, frac in plan:
+                x0, x1 = int(part[r0]), int(part[r1])
+                qs.append(x0 + frac * (x1 - x0))
+            res[(gid, mi)] = {"n": n, "vmax": int(v.max()), "q": qs}
+    return res
+
+
+def latency_table(samples: Any, plan: Plan, ranks: dict[tuple[int, int], dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """gid → {e2e_p50_ms, …, confirm_max_ms} (nulls for a latency without values)."""
+    out: dict[int, dict[str, Any]] = {}
+    for gid in range(len(plan.rows)):
+        row: dict[str, Any] = {}
+        for mi, metric in enumerate(METRICS):
+            r = ranks.get((gid, mi))
+            for i, name in enumerate(PCT_NAMES):
+                row[f"{metric}_{name}_ms"] = None if r is None else r["q"][i] / 1e6
+            row[f"{metric}_max_ms"] = None if r is None else r["vmax"] / 1e6
+        out[gid] = row
+    return out
+
+
+def latency_percentiles(samples: Any) -> list[dict[str, Any]]:
+    """Exact p50 p75 p95 p99 p99.9 and max (ms) of the three latencies of measured messages, one dict per step
+    of run.json (run_id, cluster, step, ``{e2e,e2e_sent,confirm}_{p50,…,max}_ms``), in (run, cluster, step) order."""
+    plan = Plan(samples.window_rows)
+    lat = latency_table(samples, plan, step_latencies(samples, plan))
+    rows = [{"run_id": r[0], "cluster": r[1], "step": r[2], **lat[gid]} for gid, r in enumerate(plan.rows)]
+    return sorted(rows, key=lambda r: (r["run_id"], r["cluster"], r["step"]))
+
+
+# --- the message pass: reorders, duplicates, losses ---
+
+MSG_SCHEMA = T.StructType([T.StructField("gid", T.LongType()), T.StructField("reordered", T.LongType()),
+                           T.StructField("consumed_unique", T.LongType()), T.StructField("duplicated", T.LongType()),
+                           T.StructField("lost", T.LongType())])
+
+
+def message_pass(samples: Any, plan: Plan) -> dict[int, dict[str, int]]:
+    frames = []
+    for run_id, cluster, df in samples.con_branches:
+        rc = plan.rc_of(run_id, cluster)
+        frames.append(df.select(F.lit(1).cast("byte").alias("src"), F.lit(-1 if rc is None else rc).alias("rc"),
+                                "producer", "queue", "seq", F.col("t_received").alias("t"),
+                                (plan.gid_tagged(rc) if rc is not None else F.lit(None).cast("long")).alias("gt"),
+                                (plan.gid_measured(rc) if rc is not None else F.lit(None).cast("long")).alias("gm")))
+    for run_id, cluster, df in samples.pub_branches:
+        rc = plan.rc_of(run_id, cluster)
+        if rc is None:
+            continue
+        gm = plan.gid_measured(rc)
+        frames.append(df.where(F.col("outcome").isin("ack", "unconfirmed")).select(
+            F.lit(0).cast("byte").alias("src"), F.lit(rc).alias("rc"), "producer", F.lit(None).cast("string").alias("queue"),
+            "seq", F.lit(None).cast("long").alias("t"), F.lit(None).cast("long").alias("gt"), gm.alias("gm"))
+            .where(F.col("gm").isNotNull()))
+    if not frames:
+        return {}
+    df = frames[0]
+    for f in frames[1:]:
+        df = df.unionByName(f)
+    spark = df.sparkSession
+    n = int(spark.conf.get("spark.sql.shuffle.partitions"))
+    res = df.repartition(n, "rc", "producer").mapInArrow(_check_messages, MSG_SCHEMA).toArrow()
+    out: dict[int, dict[str, int]] = {}
+    for r in res.to_pylist():
+        d = out.setdefault(r["gid"], {"reordered": 0, "consumed_unique": 0, "duplicated": 0, "lost": 0})
+        for key in d:
+            d[key] += r[key]
+    return out
+
+
+def _groups_of(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Sort order of rows by ``cols`` (first = primary) and the group number of each sorted row."""
+    order = np.lexsort(tuple(reversed(cols)))
+    if order.size == 0:
+        return order, order
+    change = np.zeros(order.size, dtype=bool)
+    for c in cols:
+        s = c[order]
+        change[1:] |= s[1:] != s[:-1]
+    return order, np.cumsum(change)
+
+
+def _check_messages(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """One hash partition (all rows of some (rc, producer)): per gid reorders, distinct, duplicated, lost."""
+    got = [b for b in batches if b.num_rows]
+    if not got:
+        return
+    tbl = pa.Table.from_batches(got)
+    src = tbl.column("src").to_numpy()
+    rc = tbl.column("rc").to_numpy().astype(np.int64)
+    prod = tbl.column("producer").to_numpy(zero_copy_only=False).astype(np.int64)
+    seq = tbl.column("seq").to_numpy(zero_copy_only=False)
+    gt = tbl.column("gt").fill_null(-1).to_numpy()
+    gm = tbl.column("gm").fill_null(-1).to_numpy()
+    acc: dict[int, list[int]] = {}
+
+    def add(col: int, gids: np.ndarray) -> None:
+        ids, cnt = np.unique(gids, return_counts=True)
+        for g, c in zip(ids.tolist(), cnt.tolist()):
+            acc.setdefault(g, [0, 0, 0, 0])[col] += c
+
+    con = np.flatnonzero(src == 1)
+    if con.size:
+        # reorders: per (rc, producer, queue) in receive order (t_received, then seq), seq below the max before it
+        q = tbl.column("queue").take(pa.array(con)).dictionary_encode().combine_chunks()
+        qcode = q.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        qcode = np.where(q.is_null().to_numpy(zero_copy_only=False), -1, qcode)
+        t = tbl.column("t").take(pa.array(con))
+        tnull = t.is_null().to_numpy(zero_copy_only=False)
+        tv = t.fill_null(0).to_numpy()
+        # Spark's window sorts nulls first (ascending)
+        order, grp = _groups_of(rc[con], prod[con], qcode, (~tnull).astype(np.int64), tv, seq[con])
+        s_seq = seq[con][order]
+        g_start = np.flatnonzero(np.diff(np.concatenate(([-1], _runs(rc[con][order], prod[con][order], qcode[order])))) != 0)
+        reord = np.zeros(order.size, dtype=bool)
+        for a, b in zip(g_start.tolist(), np.append(g_start[1:], order.size).tolist()):
+            x = s_seq[a:b]
+            if x.size > 1:
+                prev = np.maximum.accumulate(x)[:-1]
+                reord[a + 1:b] = x[1:] < prev
+        r_gm = gm[con][order]
+        add(0, r_gm[reord & (r_gm >= 0)])
+        # distinct and duplicated messages among the measured deliveries of each step
+        mi = con[gm[con] >= 0]
+        if mi.size:
+            order2, grp2 = _groups_of(gm[mi], prod[mi], seq[mi])
+            counts = np.bincount(grp2)
+            first = np.concatenate(([0], np.flatnonzero(np.diff(grp2)) + 1))
+            g_of = gm[mi][order2][first]
+            add(1, g_of)
+            add(2, g_of[counts > 1])
+    pub = np.flatnonzero(src == 0)
+    if pub.size:
+        # lost: a measured ack/unconfirmed message no delivery (with a step window) has at any time
+        seen = con[gt[con] >= 0] if con.size else con
+        both = np.concatenate((seen, pub))
+        flag = np.concatenate((np.zeros(seen.size, dtype=np.int64), np.ones(pub.size, dtype=np.int64)))
+        order3, grp3 = _groups_of(rc[both], prod[both], seq[both], flag)
+        key_grp = _runs(rc[both][order3], prod[both][order3], seq[both][order3])
+        has_seen = np.zeros(int(key_grp.max()) + 1, dtype=bool)
+        is_seen = flag[order3] == 0
+        has_seen[key_grp[is_seen]] = True
+        lost = (~is_seen) & ~has_seen[key_grp]
+        add(3, gm[both][order3][lost])
+    if acc:
+        gids = sorted(acc)
+        cols = list(zip(*[acc[g] for g in gids]))
+        yield pa.RecordBatch.from_arrays([pa.array(gids, pa.int64()), *[pa.array(c, pa.int64()) for c in cols]],
+                                         schema=pa.schema([("gid", pa.int64()), ("reordered", pa.int64()),
+                                                           ("consumed_unique", pa.int64()), ("duplicated", pa.int64()),
+                                                           ("lost", pa.int64())]))
+
+
+def _runs(*cols: np.ndarray) -> np.ndarray:
+    """Run number of each row of already sorted ``cols`` (a new run where any column changes)."""
+    n = cols[0].size
+    change = np.zeros(n, dtype=bool)
+    for c in cols:
+        change[1:] |= c[1:] != c[:-1]
+    return np.cumsum(change)
+
+
+# --- assembling the tables ---
+
+COUNTS = ["published_in_window", "confirmed_in_window", "consumed_in_window", "published", *OUTCOME_COLS,
+          "deliveries", "redelivered", "reordered", "consumed_unique", "duplicated", "lost"]
+STEPS_SCHEMA = T.StructType([
+    T.StructField("run_id", T.StringType()), T.StructField("cluster", T.StringType()), T.StructField("step", T.IntegerType()),
+    T.StructField("target_rate", T.DoubleType()), T.StructField("window_s", T.DoubleType()),
+    T.StructField("warmup_s", T.DoubleType()), T.StructField("start_ns", T.LongType()), T.StructField("end_ns", T.LongType()),
+    T.StructField("meas_start_ns", T.LongType()),
+    *[T.StructField(c, T.LongType()) for c in COUNTS],
+    *[T.StructField(f"{m}_{n}_ms", T.DoubleType()) for m in METRICS for n in [*PCT_NAMES, "max"]],
+    T.StructField("publish_rate", T.DoubleType()), T.StructField("confirm_rate", T.DoubleType()),
+    T.StructField("consume_rate", T.DoubleType()),
+])
+TIMELINE_SCHEMA = T.StructType([
+    T.StructField("run_id", T.StringType()), T.StructField("cluster", T.StringType()), T.StructField("second", T.LongType()),
+    T.StructField("published", T.LongType()), T.StructField("consumed", T.LongType()),
+    T.StructField("e2e_p50_ms", T.DoubleType()), T.StructField("e2e_p99_ms", T.DoubleType()),
+    T.StructField("e2e_max_ms", T.DoubleType()),
+])
+
+
+def reduce_samples(samples: Any) -> tuple[DataFrame, DataFrame]:
+    """The per-step table (one row per (run, cluster, step) of run.json, every figure the report shows)
+    and the per-second timeline, as small DataFrames. Three passes; see the module docstring."""
+    spark = samples.published.sparkSession
+    plan = Plan(samples.window_rows)
+    hist = counting_pass(samples, plan, "all")
+    ranks = latency_ranks(samples, plan, "tl", hist, {TLHIST: TL_PCTS}) if hist is not None else {}
+    msgs = message_pass(samples, plan)
+    lat = latency_table(samples, plan, step_latencies(samples, plan))
+    cnt = {kind: _counts(hist, kind) if hist is not None else {} for kind in (PUBRATE, CONFRATE, OUTCOME, CONRATE, DELIV, TLPUB, TLHIST)}
+    rows = []
+    for gid, w in enumerate(plan.rows):
+        run_id, cluster, step, target, start, end, meas, window_s, warmup_s, _t0 = w
+        outc = [cnt[OUTCOME].get((gid, i), 0) for i in range(len(OUTCOMES) + 1)]
+        m = msgs.get(gid, {})
+        c = {"published_in_window": cnt[PUBRATE].get((gid, 0), 0), "confirmed_in_window": cnt[CONFRATE].get((gid, 0), 0),
+             "consumed_in_window": cnt[CONRATE].get((gid, 0), 0), "published": sum(outc),
+             **{col: outc[i] for i, col in enumerate(OUTCOME_COLS)},
+             "deliveries": cnt[DELIV].get((gid, 0), 0) + cnt[DELIV].get((gid, 1), 0), "redelivered": cnt[DELIV].get((gid, 1), 0),
+             "reordered": m.get("reordered", 0), "consumed_unique": m.get("consumed_unique", 0),
+             "duplicated": m.get("duplicated", 0), "lost": m.get("lost", 0)}
+        secs = window_s if window_s > 0 else None
+        rate = (lambda x: x / secs if secs is not None else None)
+        rows.append((run_id, cluster, step, target, window_s, warmup_s, start, end, meas, *[c[k] for k in COUNTS],
+                     *[lat[gid][f"{mt}_{n}_ms"] for mt in METRICS for n in [*PCT_NAMES, "max"]],
+                     rate(c["published_in_window"]), rate(c["confirmed_in_window"]), rate(c["consumed_in_window"])))
+    rows.sort(key=lambda r: (r[0], r[1], r[2]))
+    steps = spark.createDataFrame(rows, STEPS_SCHEMA)
+    # timeline: per (rc, second)
+    names = {rc: key for key, rc in plan.rc.items()}
+    tl: dict[tuple[int, int], list[Any]] = {}
+    for (rc, sec), n in cnt[TLPUB].items():
+        tl.setdefault((rc, sec), [0, 0, None, None, None])[0] += n
+    for (ident, _b), n in cnt[TLHIST].items():
+        tl.setdefault((ident >> 32, (ident & 0xFFFFFFFF) - _SEC_OFF), [0, 0, None, None, None])[1] += n
+    for k, r in ranks.items():
+        if k >> _SHIFT == TLHIST:
+            ident = k & ((1 << _SHIFT) - 1)
+            tl[(ident >> 32, (ident & 0xFFFFFFFF) - _SEC_OFF)][2:] = [r["q"][0] / 1e6, r["q"][1] / 1e6, r["vmax"] / 1e6]
+    tl_rows = sorted(((*names[rc], sec, *vals) for (rc, sec), vals in tl.items()), key=lambda r: (r[0], r[1], r[2]))
+    return steps, spark.createDataFrame(tl_rows, TIMELINE_SCHEMA)
