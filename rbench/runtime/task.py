@@ -22,7 +22,7 @@ from rbench.errors import ConfigError, RbenchError
 from rbench.plan import TaskPlan
 from rbench.runtime import histogram
 from rbench.runtime.producer import ProducerSink, run_producer
-from rbench.runtime.recorder import Recorder
+from rbench.runtime.recorder import Recorder, warm_up
 from rbench.runtime.schedule import segments
 
 START_MARGIN_NS = 1_000_000_000      # t0 is this far after the slowest task's proposal
@@ -66,6 +66,7 @@ class TaskRun:
         self.all_gather = all_gather
         self.stop = asyncio.Event()
         self.interrupted = False
+        warm_up()
         queues = sorted({p.queue for p in plan.publishers} | {c.queue for c in plan.consumers})
         self.recorder = Recorder(plan.out_dir, plan.run_id, plan.cluster.name, plan.task, attempt, queues,
                                  [int(s.offset_s * 1e9) for s in plan.steps],
