@@ -1966,8 +1966,8 @@ def decode_value_at(buf, Py_ssize_t offset=0) -> tuple:
         if rel:
             PyBuffer_Release(&view)
 
-def decode_message(buf) -> Message:
-    """Decode a bare message; a data body is a memoryview slice of ``buf`` (no copy)."""
+cdef object _decode_message(object buf, int mode):
+    """Acquire ``buf`` (bytes, bytearray, memoryview), decode a message in ``mode``, release."""
     cdef Py_buffer view
     cdef Rd r
     cdef bint rel
@@ -1975,35 +1975,19 @@ def decode_message(buf) -> Message:
         buf = byte_base(buf)
     rel = acquire(buf, &view, &r)
     try:
-        return dec_message(&r, buf, 0)
+        return dec_message(&r, buf, mode)
     finally:
         if rel:
             PyBuffer_Release(&view)
+
+def decode_message(buf) -> Message:
+    """Decode a bare message; a data body is a memoryview slice of ``buf`` (no copy)."""
+    return _decode_message(buf, 0)
 
 def decode_data(buf) -> memoryview:
     """Stream fast path: the single data section of a message as a memoryview of ``buf``."""
-    cdef Py_buffer view
-    cdef Rd r
-    cdef bint rel
-    if type(buf) is not bytes:
-        buf = byte_base(buf)
-    rel = acquire(buf, &view, &r)
-    try:
-        return dec_message(&r, buf, 1)
-    finally:
-        if rel:
-            PyBuffer_Release(&view)
+    return _decode_message(buf, 1)
 
 def decode_data_props(buf) -> tuple:
     """Stream fast path: (data section view, application-properties dict or None)."""
-    cdef Py_buffer view
-    cdef Rd r
-    cdef bint rel
-    if type(buf) is not bytes:
-        buf = byte_base(buf)
-    rel = acquire(buf, &view, &r)
-    try:
-        return dec_message(&r, buf, 2)
-    finally:
-        if rel:
-            PyBuffer_Release(&view)
+    return _decode_message(buf, 2)

@@ -142,7 +142,7 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
             try:
                 results = sparkglue.submit_barrier_stage(session, plans)
             except RbenchError:
-                raise
+                raise                     # ours already: keep its one line
             except Exception as exc:  # Py4J / Spark errors carry Java tracebacks: keep one line
                 c["status"] = "failed"
                 raise spark_error(exc) from None

@@ -17,26 +17,15 @@ from typing import Any
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
+from pyspark.sql.pandas.types import from_arrow_schema
+
+from rbench.runtime import recorder
 
 from rbench.errors import SinkError
 
-PUBLISHED_SCHEMA = T.StructType([
-    T.StructField("run_id", T.StringType()), T.StructField("cluster", T.StringType()),
-    T.StructField("step", T.IntegerType()), T.StructField("task", T.IntegerType()),
-    T.StructField("producer", T.IntegerType()), T.StructField("queue", T.StringType()),
-    T.StructField("seq", T.LongType()), T.StructField("size", T.IntegerType()),
-    T.StructField("t_intended", T.LongType()), T.StructField("t_sent", T.LongType()),
-    T.StructField("t_confirmed", T.LongType()), T.StructField("outcome", T.StringType()),
-])
-CONSUMED_SCHEMA = T.StructType([
-    T.StructField("run_id", T.StringType()), T.StructField("cluster", T.StringType()),
-    T.StructField("step", T.IntegerType()), T.StructField("task", T.IntegerType()),
-    T.StructField("consumer", T.IntegerType()), T.StructField("queue", T.StringType()),
-    T.StructField("producer", T.IntegerType()), T.StructField("seq", T.LongType()),
-    T.StructField("size", T.IntegerType()), T.StructField("t_intended", T.LongType()),
-    T.StructField("t_sent", T.LongType()), T.StructField("t_received", T.LongType()),
-    T.StructField("redelivered", T.BooleanType()),
-])
+# the run's Parquet contract, as the recorder writes it (one definition, rbench.runtime.recorder)
+PUBLISHED_SCHEMA = from_arrow_schema(recorder.PUBLISHED_SCHEMA)
+CONSUMED_SCHEMA = from_arrow_schema(recorder.CONSUMED_SCHEMA)
 WINDOWS_SCHEMA = T.StructType([
     T.StructField("run_id", T.StringType()), T.StructField("cluster", T.StringType()),
     T.StructField("step", T.IntegerType()), T.StructField("target_rate", T.DoubleType()),
