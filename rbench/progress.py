@@ -13,6 +13,7 @@ import time
 from typing import TextIO
 
 from rbench.control import ProgressBoard
+from rbench.conventions import shown_step
 from rbench.runtime import histogram
 
 
@@ -71,7 +72,7 @@ class ProgressPrinter:
         target = "unlimited" if rate is None else f"{rate * self.producers:,.0f} msg/s"
         so_far = self.board.step(cluster, step)
         t = max(0, int(time.time()) - t0 // 1_000_000_000)
-        return (f"{cluster} step {step + 1}/{len(self.steps)} target {target} | t {t:4d} s | "
+        return (f"{cluster} step {shown_step(step)}/{len(self.steps)} target {target} | t {t:4d} s | "
                 f"sent {w.published:9,}/s  confirmed {w.confirmed:9,}/s  received {w.consumed:9,}/s | "
                 f"e2e p50 {format_latency(histogram.quantile_ns(so_far.hist, 0.5))}  "
                 f"p99 {format_latency(histogram.quantile_ns(so_far.hist, 0.99))}"

@@ -17,6 +17,8 @@ import pyarrow.compute  # noqa: F401  (pa.compute)
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from rbench.conventions import shown_step
+
 MAX_ROWS = 20_000_000
 QUANTILES = (0.5, 0.99)
 
@@ -92,7 +94,7 @@ def step_rows(run_dir: Path) -> list[dict[str, Any]]:
             dup = int((counts - 1).sum())
             for r in rows:
                 if r["cluster"] == c["name"]:
-                    r["lost_run"], r["duplicated_run"] = lost, dup
+                    r["lost_run"], r["duplicated_run"], r["stale_run"] = lost, dup, int((~ours).sum())
     return rows
 
 
@@ -113,13 +115,15 @@ def print_summary(run_dir: Path, session: Any = None, reduce: bool = True, out: 
     print(head, file=out)
     for r in rows:
         target = "max" if r["target"] is None else f"{r['target']:,.0f}"
-        print(f"{r['cluster']:<12}{r['step'] + 1:>5}{target:>10}{r['sent_per_s']:>10,.0f}{r['confirmed_per_s']:>10,.0f}"
+        print(f"{r['cluster']:<12}{shown_step(r['step']):>5}{target:>10}{r['sent_per_s']:>10,.0f}{r['confirmed_per_s']:>10,.0f}"
               f"{r['received_per_s']:>10,.0f}{_ms(r['e2e_p50']):>9}{_ms(r['e2e_p99']):>9}{_ms(r['e2e_max']):>9}"
               f"{_ms(r.get('confirm_p99')):>9}", file=out)
     for c in info["clusters"]:
         r = next((x for x in rows if x["cluster"] == c["name"] and "lost_run" in x), None)
         counts = {k: sum(t.get(k, 0) for t in c.get("task_results", [])) for k in ("published", "confirmed", "consumed", "nacked", "returned", "timeout")}
         extra = f", lost {r['lost_run']}, duplicated {r['duplicated_run']}" if r else ""
+        if r and r["stale_run"]:
+            extra += f", stale {r['stale_run']:,} (left in the queue by an earlier run: ignored)"
         print(f"{c['name']}: published {counts['published']:,}, confirmed {counts['confirmed']:,}, consumed {counts['consumed']:,}, "
               f"nacked {counts['nacked']}, returned {counts['returned']}, confirm timeouts {counts['timeout']}{extra}", file=out)
     if reduce and session is not None:

@@ -6,6 +6,7 @@ figure: docs/reduce.md.
 from __future__ import annotations
 
 import argparse
+from typing import Any
 
 from rbench.config.durations import parse_seconds
 from rbench.errors import ConfigError
@@ -26,6 +27,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default=None, help="Spark master (default local[2], or what spark-submit set)")
 
 
+def stale_line(clusters: list[dict[str, Any]]) -> str:
+    """One line with every cluster's stale count, zeros included, so a reader sees the check was made."""
+    multi = len({c["run_id"] for c in clusters}) > 1
+    counts = ", ".join(f"{c['run_id'] + '/' if multi else ''}{c['cluster']} {c['stale']:,}" for c in clusters)
+    counts = counts or "no cluster measured"
+    return f"stale deliveries (an earlier run's messages, excluded from every figure): {counts}"
+
+
 def run(args: argparse.Namespace) -> int:
     import os
 
@@ -40,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
                          target_rate=args.target_rate, force=args.force, costs_path=args.costs, master=master)
     for note in result.notes:
         print(f"note: {note}")
+    print(stale_line(result.clusters))
     print(f"steps: {result.out_dir / 'steps.parquet'} ({len(result.steps)} steps)")
     print(f"leaderboard: {result.out_dir / 'leaderboard.md'}")
     print(f"report: {result.report}")

@@ -15,16 +15,20 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
+from rbench.conventions import STALE_MEANING, STEP_NUMBERING, shown_step, stale_note
 from rbench.errors import ConfigError, SinkError
 from rbench.reduce import costs as costmod
 from rbench.reduce import leaderboard as lb
 from rbench.reduce.load import check_same_workload, load_samples, read_run
 from rbench.reduce.stats import LATENCIES, PERCENTILE_METHOD, reduce_samples
 
-RATE_METHOD = ("achieved rate = rows whose t_sent (publish) / t_confirmed with outcome ack (confirm) / t_received (consume) "
-               "falls inside the step's measurement window [start + warm-up, end), any step tag, ÷ window length in s")
+RATE_METHOD = ("achieved rate = rows whose t_sent (publish) / t_confirmed with outcome ack (confirm) / t_received (consume, "
+               "stale deliveries excluded) falls inside the step's measurement window [start + warm-up, end), any step tag, "
+               "÷ window length in s")
 MEASURED_SET = ("latencies and counts are over the step's measured messages: rows tagged with the step whose t_intended "
                 "is inside the measurement window")
+# clusters.csv and leaderboard.json "clusters": one row per (run, cluster) with what the reduce used and skipped
+CLUSTERS_SCHEMA = pa.schema([("run_id", pa.string()), ("cluster", pa.string()), ("t0_ns", pa.int64()), ("stale", pa.int64())])
 
 
 @dataclass
@@ -36,6 +40,7 @@ class ReduceResult:
     steps: list[dict[str, Any]]
     leaderboard: dict[str, Any]
     notes: list[str] = field(default_factory=list)
+    clusters: list[dict[str, Any]] = field(default_factory=list)   # per (run, cluster): t0_ns, stale
 
     def __str__(self) -> str:
         return str(self.report)
@@ -69,7 +74,7 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
     costs = costmod.cluster_costs(cluster_entries, prices)      # unknown types fail before any Spark work
     notes = list(samples.notes)
     try:
-        steps_raw, tl_df = reduce_samples(samples)      # small DataFrames built from the collected aggregates
+        steps_raw, tl_df, clusters = reduce_samples(samples)      # small DataFrames built from the collected aggregates
         steps_tbl, steps = _rows(lb.mark_matched(steps_raw, tolerance, latency_limit_s * 1000.0))
         steps_df = session.createDataFrame(steps_tbl)
         tl_tbl, tl = _rows(tl_df)
@@ -94,19 +99,20 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
             raise SinkError(f"reading samples failed: {first[:300]}") from None
         raise
     notes += _step_notes(steps)
+    notes += [stale_note(c["run_id"], c["cluster"], c["stale"]) for c in clusters if c["stale"]]
     meta = _meta(samples.runs, board)
-    out_dir = _write_outputs(out_dir, steps_tbl, tl_tbl, board, notes, meta)
+    out_dir = _write_outputs(out_dir, steps_tbl, tl_tbl, board, notes, meta, clusters)
     report = out_dir / "report.html"
     if render:
         from rbench.report.render import render_report
         report = render_report(out_dir, steps, tl, board, notes, meta)
-    return ReduceResult(out_dir, report, steps, board, notes)
+    return ReduceResult(out_dir, report, steps, board, notes, clusters)
 
 
 def _step_notes(steps: list[dict[str, Any]]) -> list[str]:
     notes = []
     for s in steps:
-        where = f"{s['run_id']}: cluster {s['cluster']} step {s['step']}"
+        where = f"{s['run_id']}: cluster {s['cluster']} step {shown_step(s['step'])}"
         if s["published"] == 0 and s["deliveries"] == 0:
             notes.append(f"{where}: no messages in the measurement window (no figures)")
         elif s["deliveries"] == 0:
@@ -128,18 +134,29 @@ def _meta(runs: list[Any], board: dict[str, Any]) -> dict[str, Any]:
                        f"{board['latency_limit_ms']:g} ms"),
         "timeline_method": "per-second buckets since the cluster's t0; publish by t_sent, consume and latency by t_received; "
                            "per-second p50/p99 exact (two-pass bucketed selection, rbench.reduce.percentiles), max exact",
+        "stale_method": STALE_MEANING,
+        "step_numbering": STEP_NUMBERING,
     }
 
 
+def _for_people(steps: pa.Table) -> pa.Table:
+    """steps.csv is opened by people next to the report, so its ``step`` counts from 1 like the report;
+    steps.parquet keeps the 0-based index of the samples for programs (rbench.conventions)."""
+    i = steps.schema.get_field_index("step")
+    shown = pa.array([shown_step(s) for s in steps.column("step").to_pylist()], pa.int32())
+    return steps.set_column(i, "step", shown)
+
+
 def _write_outputs(out_dir: Path, steps: pa.Table, tl: pa.Table, board: dict[str, Any], notes: list[str],
-                   meta: dict[str, Any]) -> Path:
+                   meta: dict[str, Any], clusters: list[dict[str, Any]]) -> Path:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         pq.write_table(steps, out_dir / "steps.parquet")
-        pacsv.write_csv(steps, out_dir / "steps.csv")
+        pacsv.write_csv(_for_people(steps), out_dir / "steps.csv")
         pq.write_table(tl, out_dir / "timeline.parquet")
-        (out_dir / "leaderboard.json").write_text(json.dumps({"leaderboard": board, "notes": notes, "meta": meta},
-                                                             indent=2, default=str))
+        pacsv.write_csv(pa.Table.from_pylist(clusters, CLUSTERS_SCHEMA), out_dir / "clusters.csv")
+        (out_dir / "leaderboard.json").write_text(json.dumps({"leaderboard": board, "notes": notes, "meta": meta,
+                                                              "clusters": clusters}, indent=2, default=str))
     except OSError as exc:
         raise SinkError(f"{out_dir}: cannot write the report ({exc.strerror})") from None
     return out_dir

@@ -19,9 +19,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from rbench.runtime import recorder
-
+from rbench.conventions import shown_step
 from rbench.errors import SinkError
+from rbench.runtime import recorder
 
 # the run's Parquet contract, as the recorder writes it (one definition, rbench.runtime.recorder)
 PUBLISHED_SCHEMA = from_arrow_schema(recorder.PUBLISHED_SCHEMA)
@@ -187,12 +187,14 @@ def windows_frame(spark: SparkSession, runs: list[RunMeta]) -> tuple[DataFrame, 
             for s in c.get("steps") or []:
                 start, end = s.get("start_ns"), s.get("end_ns")
                 if start is None or end is None:
-                    notes.append(f"{run.run_id}: cluster {c.get('name')} step {s.get('step')} never started (no window in run.json)")
+                    notes.append(f"{run.run_id}: cluster {c.get('name')} step {shown_step(s.get('step', 0))} never started "
+                                 f"(no window in run.json)")
                     continue
                 meas = int(start + run.warmup_s * 1e9)
                 window_s = (end - meas) / 1e9
                 if window_s <= 0:
-                    notes.append(f"{run.run_id}: cluster {c.get('name')} step {s.get('step')}: warm-up {run.warmup_s:g} s "
+                    notes.append(f"{run.run_id}: cluster {c.get('name')} step {shown_step(s.get('step', 0))}: "
+                                 f"warm-up {run.warmup_s:g} s "
                                  f"is as long as the step; no measurement window")
                 target = s.get("target_rate")
                 rows.append((run.run_id, str(c.get("name")), int(s.get("step", 0)), None if target is None else float(target),

@@ -11,6 +11,11 @@ Definitions (also printed in the report, docs/reduce.md):
   So a cluster that falls behind shows its real delivery rate, not the offered one.
 * percentiles: exact, linear interpolation between the two closest ranks like numpy's
   default: rank error 0.
+* *stale* deliveries: consumed rows whose ``t_intended`` predates the cluster's t0 (messages an
+  earlier run left in the queue). Their step tag is meaningless (the recorder clips it to a real
+  step) and their producer ids and sequence numbers collide with this run's, so they would show
+  up as reorders, hide losses and inflate consume rates and timeline latencies: every figure
+  excludes them and they are counted per (run, cluster) instead.
 
 How it is computed (docs/reduce.md; nothing large leaves Spark):
 
@@ -58,7 +63,7 @@ METRICS = tuple(LATENCIES)                     # e2e, e2e_sent, confirm: latency
 TL_PCTS: tuple[float, ...] = (0.5, 0.99)
 
 # kinds of counting-pass entries: k = kind << 48 | id
-PUBRATE, CONFRATE, OUTCOME, HIST, TLPUB, CONRATE, DELIV, TLHIST = range(1, 9)
+PUBRATE, CONFRATE, OUTCOME, HIST, TLPUB, CONRATE, DELIV, TLHIST, STALE = range(1, 10)
 _SHIFT = 48
 _SEC_OFF = 1 << 31                             # TLHIST id = rc << 32 | (second + 2^31)
 NO_LAT = -(1 << 62)
@@ -102,6 +107,10 @@ class Plan:
                 layers.append([(gid, m, e)])
         return [_case([((t >= m) & (t < e), gid) for gid, m, e in layer]) for layer in layers]
 
+    def fresh(self, rc: int) -> Column:
+        """True for a consumed row of this run; false for a stale one (``t_intended`` before the cluster's t0)."""
+        return F.coalesce(F.col("t_intended") >= F.lit(self.t0[rc]), F.lit(True))
+
     def second(self, rc: int, t: str) -> Column:
         return F.floor((F.col(t) - F.lit(self.t0[rc])) / 1e9).cast("long")
 
@@ -130,16 +139,18 @@ def _published_entries(plan: Plan, rc: int, what: str) -> list[Column]:
 
 
 def _consumed_entries(plan: Plan, rc: int, what: str) -> list[Column]:
-    gm = plan.gid_measured(rc)
+    fresh = plan.fresh(rc)                      # a stale row yields only its STALE entry (null k elsewhere)
+    gm = F.when(fresh, plan.gid_measured(rc))
     e2e = F.col("t_received") - F.col("t_intended")
-    tl = F.lit(rc << 32) + plan.second(rc, "t_received") + F.lit(_SEC_OFF)
+    tl = F.when(fresh, F.lit(rc << 32) + plan.second(rc, "t_received") + F.lit(_SEC_OFF))
     # the timeline: per second, latency buckets (+ one entry with b = NO_LAT for a row without latency)
     out = [_entry(TLHIST, tl, bucket_of(e2e), e2e)]
     if what != "all":
         return out
-    out += [_entry(CONRATE, w, F.lit(0)) for w in plan.windows_of(rc, F.col("t_received"))]
+    out += [_entry(CONRATE, F.when(fresh, w), F.lit(0)) for w in plan.windows_of(rc, F.col("t_received"))]
     out += [_entry(DELIV, gm, F.coalesce(F.col("redelivered").cast("int"), F.lit(0))),
-            _entry(TLHIST, tl, F.when(e2e.isNull(), F.lit(NO_LAT)))]
+            _entry(TLHIST, tl, F.when(e2e.isNull(), F.lit(NO_LAT))),
+            _entry(STALE, F.when(~fresh, F.lit(rc)), F.lit(0))]
     return out
 
 
@@ -212,7 +223,7 @@ def step_latencies(samples: Any, plan: Plan) -> dict[tuple[int, int], dict[str, 
     for kind, run_id, cluster, files in samples.parts:
         rc = plan.rc_of(run_id, cluster)
         if rc is not None and files:
-            units.append((kind, files, plan.by_rc[rc], PERCENTILES))
+            units.append((kind, files, plan.by_rc[rc], PERCENTILES, plan.t0[rc]))
     if not units:
         return {}
     sc = samples.published.sparkSession.sparkContext
@@ -222,13 +233,13 @@ def step_latencies(samples: Any, plan: Plan) -> dict[tuple[int, int], dict[str, 
     return out
 
 
-def _unit_latencies(unit: tuple[str, list[str], list[tuple[int, int, int, int]], tuple[float, ...]]
+def _unit_latencies(unit: tuple[str, list[str], list[tuple[int, int, int, int]], tuple[float, ...], int]
                     ) -> dict[tuple[int, int], dict[str, Any]]:
     import math
 
     import pyarrow.parquet as pq
 
-    kind, files, wins, pcts = unit
+    kind, files, wins, pcts, t0 = unit
     if kind == "consumed":
         cols, metrics = ["step", "t_intended", "t_sent", "t_received"], [(0, "t_received", "t_intended"), (1, "t_received", "t_sent")]
     else:
@@ -242,6 +253,7 @@ def _unit_latencies(unit: tuple[str, list[str], list[tuple[int, int, int, int]],
     for c in ("step", "t_intended"):
         if ok[c] is not None:
             base &= ok[c]
+    base &= ti >= t0            # stale rows (an earlier run's): measurement windows start after t0 anyway
     for gid, s, m, e in wins:
         meas = base & (step == s) & (ti >= m) & (ti < e)
         for mi, a, b in metrics:
@@ -302,6 +314,8 @@ def message_pass(samples: Any, plan: Plan) -> dict[int, dict[str, int]]:
     frames = []
     for run_id, cluster, df in samples.con_branches:
         rc = plan.rc_of(run_id, cluster)
+        if rc is not None:
+            df = df.where(plan.fresh(rc))        # stale rows would be reorders and hide losses
         frames.append(df.select(F.lit(1).cast("byte").alias("src"), F.lit(-1 if rc is None else rc).alias("rc"),
                                 "producer", "queue", "seq", F.col("t_received").alias("t"),
                                 (plan.gid_tagged(rc) if rc is not None else F.lit(None).cast("long")).alias("gt"),
@@ -445,16 +459,18 @@ TIMELINE_SCHEMA = T.StructType([
 ])
 
 
-def reduce_samples(samples: Any) -> tuple[DataFrame, DataFrame]:
-    """The per-step table (one row per (run, cluster, step) of run.json, every figure the report shows)
-    and the per-second timeline, as small DataFrames. Three passes; see the module docstring."""
+def reduce_samples(samples: Any) -> tuple[DataFrame, DataFrame, list[dict[str, Any]]]:
+    """The per-step table (one row per (run, cluster, step) of run.json, every figure the report shows),
+    the per-second timeline, as small DataFrames, and per (run, cluster) the t0 and the count of stale
+    deliveries every figure excluded. Three passes; see the module docstring."""
     spark = samples.published.sparkSession
     plan = Plan(samples.window_rows)
     hist = counting_pass(samples, plan, "all")
     ranks = latency_ranks(samples, plan, "tl", hist, {TLHIST: TL_PCTS}) if hist is not None else {}
     msgs = message_pass(samples, plan)
     lat = latency_table(samples, plan, step_latencies(samples, plan))
-    cnt = {kind: _counts(hist, kind) if hist is not None else {} for kind in (PUBRATE, CONFRATE, OUTCOME, CONRATE, DELIV, TLPUB, TLHIST)}
+    cnt = {kind: _counts(hist, kind) if hist is not None else {}
+           for kind in (PUBRATE, CONFRATE, OUTCOME, CONRATE, DELIV, TLPUB, TLHIST, STALE)}
     rows = []
     for gid, w in enumerate(plan.rows):
         run_id, cluster, step, target, start, end, meas, window_s, warmup_s, _t0 = w
@@ -485,4 +501,6 @@ def reduce_samples(samples: Any) -> tuple[DataFrame, DataFrame]:
             ident = k & ((1 << _SHIFT) - 1)
             tl[(ident >> 32, (ident & 0xFFFFFFFF) - _SEC_OFF)][2:] = [r["q"][0] / 1e6, r["q"][1] / 1e6, r["vmax"] / 1e6]
     tl_rows = sorted(((*names[rc], sec, *vals) for (rc, sec), vals in tl.items()), key=lambda r: (r[0], r[1], r[2]))
-    return steps, spark.createDataFrame(tl_rows, TIMELINE_SCHEMA)
+    stale = [{"run_id": run_id, "cluster": cluster, "t0_ns": plan.t0[rc], "stale": cnt[STALE].get((rc, 0), 0)}
+             for (run_id, cluster), rc in sorted(plan.rc.items())]
+    return steps, spark.createDataFrame(tl_rows, TIMELINE_SCHEMA), stale

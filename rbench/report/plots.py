@@ -16,6 +16,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
 
+from rbench.conventions import shown_step  # noqa: E402
+
 STYLES = {"p50": "-", "p75": "--", "p95": "-", "p99": "--", "p999": ":"}
 TITLES = {"e2e": "end-to-end (t_received − t_intended)", "e2e_sent": "t_received − t_sent",
           "confirm": "confirm (t_confirmed − t_sent)"}
@@ -60,26 +62,32 @@ def _group(steps: list[dict[str, Any]]) -> tuple[dict[str, list[dict[str, Any]]]
     return groups, multi
 
 
+def step_ticks(steps: list[dict[str, Any]]) -> tuple[list[int], list[str]]:
+    """x positions and labels of the throughput plot: "step N" counted from 1, and the step's target."""
+    targets = {shown_step(s["step"]): s["target_rate"] for s in steps if s["target_rate"] is not None}
+    xs = sorted({shown_step(s["step"]) for s in steps})
+    return xs, [f"step {i}\n{_rate_fmt(targets[i]) + '/s' if targets.get(i) else 'unlimited'}" for i in xs]
+
+
 def throughput_plot(steps: list[dict[str, Any]], path: Path) -> Path:
     """Achieved consume rate vs target, per step, one line per cluster; matched steps filled."""
     groups, _ = _group(steps)
     colors = _colors(list(groups))
     fig, ax = plt.subplots(figsize=(9, 5), dpi=110)
-    targets = sorted({(s["step"], s["target_rate"]) for s in steps if s["target_rate"] is not None})
+    # x = the step number people read (from 1), like every other printed step
+    targets = sorted({(shown_step(s["step"]), s["target_rate"]) for s in steps if s["target_rate"] is not None})
     if targets:
         ax.plot([t[0] for t in targets], [t[1] for t in targets], color="black", ls=":", lw=1.5, marker="_", ms=14,
                 label="target rate")
     for name, rows in groups.items():
-        xs = [r["step"] for r in rows]
+        xs = [shown_step(r["step"]) for r in rows]
         ys = [r["consume_rate"] or 0 for r in rows]
         ax.plot(xs, ys, color=colors[name], lw=2, label=f"{name}: consumed")
         ax.plot(xs, [r["publish_rate"] or 0 for r in rows], color=colors[name], lw=1, ls="--", alpha=0.7,
                 label=f"{name}: published")
         for r, y in zip(rows, ys):
-            ax.plot(r["step"], y, marker="o", ms=7, color=colors[name], mfc=colors[name] if r.get("matched") else "white")
-    steps_idx = sorted({s["step"] for s in steps})
-    tmap = dict(targets)
-    ax.set_xticks(steps_idx, [f"step {i}\n{_rate_fmt(tmap[i]) + '/s' if tmap.get(i) else 'unlimited'}" for i in steps_idx])
+            ax.plot(shown_step(r["step"]), y, marker="o", ms=7, color=colors[name], mfc=colors[name] if r.get("matched") else "white")
+    ax.set_xticks(*step_ticks(steps))
     ax.yaxis.set_major_formatter(FuncFormatter(_rate_fmt))
     ax.set_ylabel("msg/s (in the measurement window)")
     ax.set_title("Achieved vs target throughput per step (filled marker = target matched)")
@@ -100,12 +108,12 @@ def latency_plot(steps: list[dict[str, Any]], path: Path, metric: str = "e2e") -
     for ax, pcts, title in ((axes[0], ["p50", "p75"], "median and p75"), (axes[1], ["p95", "p99", "p999"], "tail: p95, p99, p99.9")):
         for name, rows in groups.items():
             for p in pcts:
-                pts = [(r["step"], r[f"{metric}_{p}_ms"]) for r in rows if r.get(f"{metric}_{p}_ms") is not None]
+                pts = [(shown_step(r["step"]), r[f"{metric}_{p}_ms"]) for r in rows if r.get(f"{metric}_{p}_ms") is not None]
                 if pts:
                     ax.plot([x for x, _ in pts], [y for _, y in pts], color=colors[name], ls=STYLES[p], marker="o", ms=4,
                             lw=2 if p in ("p50", "p99") else 1.3, label=f"{name} {LABELS[p]}")
         _log_ms_axis(ax)
-        ax.set_xticks(sorted({s["step"] for s in steps}))
+        ax.set_xticks(sorted({shown_step(s["step"]) for s in steps}))
         ax.set_xlabel("step")
         ax.set_title(f"{TITLES.get(metric, metric)}: {title}", fontsize=10)
         ax.grid(alpha=0.3, which="both")

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from rbench.conventions import STALE_MEANING, STEP_NUMBERING, shown_step
 from rbench.report import plots
 
 STEP_COLUMNS = [
@@ -42,6 +43,13 @@ def fmt(value: Any, key: str = "") -> str:
     return str(value)
 
 
+def cell(row: dict[str, Any], key: str) -> str:
+    """One figure of a per-step row as printed: ``fmt``, except that steps count from 1 (rbench.conventions)."""
+    if key == "step" and row.get(key) is not None:
+        return str(shown_step(row[key]))
+    return fmt(row.get(key), key)
+
+
 def _money(v: Any, currency: str) -> str:
     return "–" if v is None else f"{v:,.2f} {currency}"
 
@@ -55,12 +63,12 @@ def leaderboard_markdown(board: dict[str, Any], notes: list[str], meta: dict[str
               f"Achieved consume rate of the cluster's best step. {meta['rate_method']}.", "",
               "| rank | cluster | step | target msg/s | consumed msg/s | e2e p99 | matched |", "|---|---|---|---|---|---|---|"]
     for i, r in enumerate(board["top_throughput"], 1):
-        lines.append(f"| {i} | {r['cluster']} | {r['step']} | {fmt(r['target_rate'])} | {fmt(r['consume_rate'])} | "
+        lines.append(f"| {i} | {r['cluster']} | {cell(r, 'step')} | {fmt(r['target_rate'])} | {fmt(r['consume_rate'])} | "
                      f"{fmt(r['e2e_p99_ms'], '_ms')} | {fmt(r['matched'])} |")
     lines += ["", "## Highest matched target per cluster", "", f"Rule: {meta['match_rule']} (p99 exact, from intended send time).", "",
               "| rank | cluster | step | target msg/s | consumed msg/s | e2e p99 |", "|---|---|---|---|---|---|"]
     for i, r in enumerate(board["highest_matched"], 1):
-        lines.append(f"| {i} | {r['cluster']} | {r['step']} | {fmt(r['target_rate'])} | {fmt(r['consume_rate'])} | "
+        lines.append(f"| {i} | {r['cluster']} | {cell(r, 'step')} | {fmt(r['target_rate'])} | {fmt(r['consume_rate'])} | "
                      f"{fmt(r['e2e_p99_ms'], '_ms')} |")
     matched = {r["cluster"] for r in board["highest_matched"]}
     missing = sorted({c["cluster"] for c in board["costs"]} - matched)
@@ -134,7 +142,8 @@ def report_html(steps: list[dict[str, Any]], board: dict[str, Any], notes: list[
                  "duplicated: measured message (same producer + seq) received more than once; reordered: delivery whose seq is "
                  "lower than one already received from the same producer on the same queue (receive order t_received, ties by seq)",
                  "nacked / returned / confirm timeout / unconfirmed: measured published messages by outcome",
-                 "timeline: " + meta["timeline_method"], f"clock: {meta['runs'][0].get('clock')}"]:
+                 "timeline: " + meta["timeline_method"], meta.get("stale_method", STALE_MEANING),
+                 meta.get("step_numbering", STEP_NUMBERING), f"clock: {meta['runs'][0].get('clock')}"]:
         parts.append(f"<li>{html.escape(str(item))}</li>")
     parts.append("</ul>")
     parts.append("<h2>Leaderboards</h2>")
@@ -145,9 +154,14 @@ def report_html(steps: list[dict[str, Any]], board: dict[str, Any], notes: list[
     parts.append("<h2>Within the run</h2>" + _img(images["timeline"], "throughput and latency over time"))
     parts.append("<h2>All steps</h2><p class='method'>Latencies in ms, exact; rates in msg/s over the measurement window; "
                  "counts over measured messages. Same table: steps.csv / steps.parquet.</p><div class='scroll'>")
-    parts.append(_table([h for _, h in STEP_COLUMNS], [[fmt(s.get(k), k) for k, _ in STEP_COLUMNS] for s in steps]))
+    parts.append(steps_table_html(steps))
     parts.append("</div></body></html>")
     return "\n".join(parts)
+
+
+def steps_table_html(steps: list[dict[str, Any]]) -> str:
+    """The "All steps" table: every column of STEP_COLUMNS, steps counted from 1."""
+    return _table([h for _, h in STEP_COLUMNS], [[cell(s, k) for k, _ in STEP_COLUMNS] for s in steps])
 
 
 def _md_tables_to_html(md: str) -> str:

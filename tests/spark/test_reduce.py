@@ -110,9 +110,9 @@ def test_synthetic_run_has_every_fault(synth: SynthRun) -> None:
     assert not matched(exp[("slow", 2)]) and matched(exp[("fast", 2)]) and matched(exp[("slow", 1)])
 
 
-def test_every_step_figure_matches_numpy(reduced: Any, synth: SynthRun) -> None:
-    exp = expected_steps(synth)
-    got = {(s["cluster"], s["step"]): s for s in reduced.steps}
+def assert_steps_match(steps: list[dict[str, Any]], exp: dict[tuple[str, int], dict[str, Any]]) -> None:
+    """Every figure of the reduce's per-step rows equals the numpy recomputation."""
+    got = {(s["cluster"], s["step"]): s for s in steps}
     assert set(got) == set(exp)
     for key, e in exp.items():
         g = got[key]
@@ -124,6 +124,10 @@ def test_every_step_figure_matches_numpy(reduced: Any, synth: SynthRun) -> None:
             else:
                 assert g[col] == pytest.approx(want, rel=1e-9, abs=1e-9), (key, col, g[col], want)
         assert g["matched"] == matched(e), key
+
+
+def test_every_step_figure_matches_numpy(reduced: Any, synth: SynthRun) -> None:
+    assert_steps_match(reduced.steps, expected_steps(synth))
 
 
 def test_retried_and_uncommitted_attempts_are_ignored_and_reported(reduced: Any, synth: SynthRun) -> None:
@@ -211,6 +215,86 @@ def test_several_runs_rank_together_and_other_workloads_are_refused(spark: Any, 
     assert (tmp_path / "both" / "steps.parquet").is_file()
 
 
+def _plant_stale(run: SynthRun, rows: list[tuple[int, int, int]]) -> None:
+    """Add a committed consumed part of deliveries an earlier run left in the queue: (producer, seq, t_received)
+    with stamps an hour before this run's t0, tagged step 0 as the recorder's clipping tags them."""
+    import pyarrow as pa
+
+    from rbench.runtime.recorder import CONSUMED_SCHEMA
+
+    cl = run.run_json["clusters"][0]
+    attempt = next((run.run_dir / "consumed" / cl["name"]).glob("task-00000/attempt-*"))
+    n = len(rows)
+    t_int = [cl["t0_ns"] - 3600 * 10**9 + i for i in range(n)]
+    cols = {"run_id": [run.spec.run_id] * n, "cluster": [cl["name"]] * n, "step": [0] * n, "task": [0] * n,
+            "consumer": [0] * n, "queue": ["q-0"] * n, "producer": [p for p, _, _ in rows], "seq": [q for _, q, _ in rows],
+            "size": [run.spec.size] * n, "t_intended": t_int, "t_sent": [t + 100_000 for t in t_int],
+            "t_received": [t for _, _, t in rows], "redelivered": [True] * n}
+    marker = json.loads((attempt / "_COMMITTED").read_text())
+    pq.write_table(pa.table(cols, schema=CONSUMED_SCHEMA), attempt / f"part-{marker['parts']:05d}.parquet")
+    marker["parts"] += 1
+    marker["rows"] += n
+    (attempt / "_COMMITTED").write_text(json.dumps(marker))
+
+
+def test_stale_deliveries_are_excluded_and_counted(spark: Any, tmp_path: Path) -> None:
+    """Messages an earlier run left in the queue must not become reorders, hide losses, add to rates or latency."""
+    from rbench.reduce.job import reduce_runs
+
+    run = _tiny(tmp_path, "run-stale", p_lost=0.05)
+    exp = expected_steps(run)
+    P, C = run.published, run.consumed
+    got_keys = set(zip(C["producer"].tolist(), C["seq"].tolist()))
+    meas0, meas1 = (s["start_ns"] + int(run.spec.warmup_s * 1e9) for s in run.run_json["clusters"][0]["steps"])
+    cand = np.flatnonzero((P["step"] == 1) & (P["outcome"] == "ack") & (P["t_intended"] >= meas1))
+    lost = [(int(P["producer"][i]), int(P["seq"][i])) for i in cand if (P["producer"][i], P["seq"][i]) not in got_keys]
+    assert lost                                   # a measured loss of step 2 that a stale copy would hide
+    delivered = (int(C["producer"][0]), int(C["seq"][0]))
+    stale = [(0, 100_000 + i, meas0 + 1_000_000 + i) for i in range(5)]     # high seqs first: every later one "reordered"
+    stale += [(*lost[0], meas0 + 2_000_000), (*delivered, meas0 + 3_000_000)]   # would hide a loss / be a duplicate
+    stale += [(1, 7, run.run_json["clusters"][0]["steps"][1]["end_ns"] - 1_000)]  # drained in step 2's window
+    _plant_stale(run, stale)
+
+    res = reduce_runs([run.run_dir], session=spark)
+
+    assert_steps_match(res.steps, exp)            # every figure as if the stale rows were not there
+    t0 = run.run_json["clusters"][0]["t0_ns"]
+    assert res.clusters == [{"run_id": "run-stale", "cluster": "c1", "t0_ns": t0, "stale": len(stale)}]
+    note = next(n for n in res.notes if "stale" in n)
+    assert "run-stale: cluster c1: 8 stale deliveries ignored" in note and "earlier run" in note
+    saved = json.loads((res.out_dir / "leaderboard.json").read_text())
+    assert saved["clusters"][0]["stale"] == 8 and note in saved["notes"]
+    assert "stale = a delivery whose stamp (t_intended) predates" in saved["meta"]["stale_method"]
+    assert (res.out_dir / "clusters.csv").read_text().splitlines() == ['"run_id","cluster","t0_ns","stale"',
+                                                                      f'"run-stale","c1",{t0},8']
+    html = (res.out_dir / "report.html").read_text()
+    assert "What is missing or was skipped" in html and "8 stale deliveries ignored" in html
+    assert "8 stale deliveries ignored" in (res.out_dir / "leaderboard.md").read_text()
+    from rbench.commands.reduce import stale_line
+
+    assert stale_line(res.clusters).endswith(": c1 8")
+    tl = pq.read_table(res.out_dir / "timeline.parquet").to_pylist()
+    assert sum(r["consumed"] for r in tl) == C["seq"].size
+    assert max(r["e2e_max_ms"] for r in tl if r["e2e_max_ms"] is not None) < 60_000   # not an hour-old stamp
+
+
+def test_printed_steps_count_from_one(reduced: Any, synth: SynthRun) -> None:
+    """The first step is "step 1" in steps.csv, the report's table and the leaderboard (steps.parquet keeps 0)."""
+    out = synth.run_dir / "report"
+    assert sorted({r["step"] for r in pq.read_table(out / "steps.parquet").to_pylist()}) == [0, 1, 2]
+    import pyarrow.csv as pacsv
+
+    assert sorted(set(pacsv.read_csv(out / "steps.csv").column("step").to_pylist())) == [1, 2, 3]
+    html = (out / "report.html").read_text()
+    all_steps = html.split("<h2>All steps</h2>")[1]
+    assert f"<tr><td>{synth.spec.run_id}</td><td>fast</td><td>1</td>" in all_steps
+    assert f"<td>fast</td><td>0</td>" not in all_steps
+    top_fast = next(r for r in reduced.leaderboard["top_throughput"] if r["cluster"] == "fast")
+    assert top_fast["step"] == 2                      # leaderboard.json: the 0-based index …
+    md = (out / "leaderboard.md").read_text()
+    assert any(line.startswith("| ") and "| fast | 3 |" in line for line in md.splitlines())   # … printed as step 3
+
+
 def test_damaged_run_reports_what_is_missing(spark: Any, tmp_path: Path) -> None:
     from rbench.reduce.job import reduce_runs
 
@@ -225,7 +309,7 @@ def test_damaged_run_reports_what_is_missing(spark: Any, tmp_path: Path) -> None
     text = "\n".join(res.notes)
     assert "status is 'interrupted'" in text
     assert "no consumed samples at all" in text
-    assert "step 2: no messages in the measurement window" in text
+    assert "step 3: no messages in the measurement window" in text      # the third step, printed from 1
     assert "none consumed" in text
     assert res.leaderboard["highest_matched"] == []
     assert "no consumed samples at all" in (res.out_dir / "leaderboard.md").read_text()
