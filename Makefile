@@ -13,7 +13,7 @@ WORKLOAD ?= conf/workloads/quickstart.yaml
 # Virtualenv with rbench installed editable (test and benchmark extras included).
 $(VENV)/.installed: pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip 'setuptools>=68' wheel 'cython>=3.0'
+	$(PY) -m pip install -q --upgrade pip 'setuptools>=77' wheel 'cython>=3.0'
 	$(PY) -m pip install -q -e '.[test,bench]'
 	touch $@
 

@@ -16,13 +16,16 @@ Shape, and why:
   first chunk are skipped, so delivery starts exactly at N), ``timestamp:MS``
   (chunk granularity, as the broker does it: delivery starts at the first chunk
   written at or after MS, so a few earlier messages of that chunk may arrive);
-* ``message_format``: ``amqp`` wraps the body in an AMQP 1.0 ``data`` section
-  (rbench.codec.amqp10 when built, see stream_wire.amqp_codec), ``binary`` sends it
-  raw. Either way the 24-byte stamp is the first bytes of the body the consumer sees.
+* ``message_format``: ``amqp`` wraps the body in an AMQP 1.0 ``data`` section (written
+  by the C frame builder in ext/stream.pyx, byte-identical to
+  ``rbench.codec.amqp10.encode_data``; consumers decode with ``amqp10.decode_data``),
+  ``binary`` sends it raw. Either way the 24-byte stamp is the first bytes of the body
+  the consumer sees.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import struct
 from typing import Any
@@ -32,14 +35,11 @@ from rstream.constants import OffsetType
 
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, QueueDecl, Topology
 from rbench.drivers.base import OnMessage, PublishSink
+from rbench.codec._stream import PUBLISH_HEADER_SIZE, PublishFrame, confirm_each
 from rbench.drivers.stream_wire import (
-    INLINE_DATA_SECTION,
-    MSG_HDR,
-    PUB_HDR_SIZE,
     StreamProtocol,
     credit_frame,
     decode_amqp_data,
-    encode_amqp_data,
     iter_records,
     now_ns,
     open_connection,
@@ -50,11 +50,7 @@ from rbench.errors import BrokerError, CodecError, ConfigError, ConnectError
 log = logging.getLogger(__name__)
 
 DEFAULT_CREDIT = 10
-_PUB_HDR = struct.Struct(">IHHBI")
 _ERR = struct.Struct(">QH")
-_MSG_HDR = MSG_HDR.pack
-_AMQP_DATA8 = struct.Struct(">QIIB").pack     # id, size, 0x00 0x53 0x75 0xa0, vbin8 length
-_AMQP_DATA32 = struct.Struct(">QIII").pack    # id, size, 0x00 0x53 0x75 0xb0, vbin32 length
 
 # x-argument of a stream queue → stream protocol Create argument
 CREATE_ARGUMENTS = {
@@ -112,7 +108,13 @@ def _offset_spec(kind: int, value: int | None) -> schema.OffsetSpec:
 # ---------------------------------------------------------------- publisher
 
 class StreamPublisher:
-    """One stream publisher (publisher id 0 on its own connection)."""
+    """One stream publisher (publisher id 0 on its own connection).
+
+    The frame being built lives in ``rbench.codec._stream.PublishFrame`` (C): ``publish``
+    *is* that frame's ``add``, so publishing a message costs no Python frame at all.
+    Messages published in one event-loop turn share one Publish frame, sent at the end
+    of the turn or as soon as someone waits (``ready``/``drain``).
+    """
 
     def __init__(self, proto: StreamProtocol, stream: str, spec: PublisherSpec, sink: PublishSink,
                  publisher_id: int = 0) -> None:
@@ -121,108 +123,67 @@ class StreamPublisher:
         self._sink = sink
         self._id = publisher_id
         self._loop = asyncio.get_running_loop()
-        if spec.message_format == "binary":
-            self.publish = self._publish_binary          # type: ignore[method-assign]
-        elif not INLINE_DATA_SECTION:
-            self.publish = self._publish_amqp_codec      # type: ignore[method-assign]
-        else:
-            self.publish = self._publish_amqp_inline     # type: ignore[method-assign]
+        # a Publish frame must stay within frame_max (negotiated at tune)
+        self._frame_max = int(getattr(proto, "frame_max", 1 << 20))
+        self._frame = PublishFrame(publisher_id, self._frame_max, spec.message_format == "amqp",
+                                   functools.partial(self._loop.call_soon, self.flush), self._on_full)
+        self.publish = self._frame.add       # type: ignore[method-assign]
         # the broker confirms every stream message; the sink hears of them only when asked
         self._report = spec.confirm
         self._window = spec.confirm_window if spec.confirm_window > 0 else 0
-        self._buf = bytearray(PUB_HDR_SIZE)
-        self._count = 0            # messages in the frame being built
         self._published = 0        # messages handed to the socket
         self._done = 0             # confirmed + refused
         self._waiter: asyncio.Future[None] | None = None
         self._error: BrokerError | None = None
-        # a Publish frame must stay within frame_max (negotiated at tune): flush before it would not
-        self._frame_max = int(getattr(proto, "frame_max", 1 << 20))
-        self._room = self._frame_max - MSG_HDR.size
         self.confirmed = 0
         self.errored = 0
 
     @property
     def outstanding(self) -> int:
         """Messages published (buffered or written) and not yet confirmed or refused."""
-        return self._published + self._count - self._done
+        return self._published + self._frame.count - self._done
+
+    @property
+    def error(self) -> BrokerError | None:
+        """Why this publisher can no longer publish (connection lost, stream deleted), if it cannot."""
+        return self._error
 
     async def ready(self) -> None:
         """Room in the confirm window and in the socket's write buffer."""
         if self._error is not None:
             raise self._error
         while self._window and self.outstanding >= self._window:
-            self._flush()
+            self.flush()
             await self._wait()
             if self._error is not None:
                 raise self._error
         if self._proto._writable is not None:
-            self._flush()
+            self.flush()
             await self._proto.writable()
 
     def publish(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
         """Append one message (publishing id = seq) to the frame being built; never awaits.
 
-        Replaced per instance by one of the specialised variants below (chosen once in
-        __init__ from message_format and the codec), so the hot path has no branches
-        on configuration.
+        Shadowed in __init__ by the C frame's ``add``; this body documents the contract.
         """
-        raise NotImplementedError   # pragma: no cover - always shadowed in __init__
+        self._frame.add(payload, seq)
 
-    def _publish_binary(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
-        n = len(payload)
-        buf = self._buf
-        if len(buf) + n > self._room:
-            buf = self._make_room(n)
-        buf += _MSG_HDR(seq, n)
-        buf += payload
-        self._count += 1
-        if self._count == 1:
-            self._loop.call_soon(self._flush)
+    def _on_full(self, need: int) -> None:
+        """The frame has no room for a message of ``need`` encoded bytes: send it, or refuse."""
+        if PUBLISH_HEADER_SIZE + need > self._frame_max:
+            raise ConfigError(f"stream {self.stream!r}: a message of {need} encoded bytes does not fit "
+                              f"the broker's frame_max of {self._frame_max} bytes")
+        self.flush()
 
-    def _publish_amqp_codec(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
-        data = encode_amqp_data(payload)
-        n = len(data)
-        buf = self._buf
-        if len(buf) + n > self._room:
-            buf = self._make_room(n)
-        buf += _MSG_HDR(seq, n)
-        buf += data
-        self._count += 1
-        if self._count == 1:
-            self._loop.call_soon(self._flush)
-
-    def _publish_amqp_inline(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
-        # header and the AMQP 1.0 data-section prefix in one pack (see stream_wire.AMQP_DATA8)
-        n = len(payload)
-        buf = self._buf
-        if len(buf) + n + 8 > self._room:
-            buf = self._make_room(n + 8)
-        buf += _AMQP_DATA8(seq, n + 5, 0x005375A0, n) if n < 256 else _AMQP_DATA32(seq, n + 8, 0x005375B0, n)
-        buf += payload
-        self._count += 1
-        if self._count == 1:
-            self._loop.call_soon(self._flush)
-
-    def _make_room(self, n: int) -> bytearray:
-        """Flush so that a message of ``n`` encoded bytes fits the frame; refuse one that never fits."""
-        if PUB_HDR_SIZE + MSG_HDR.size + n > self._frame_max:
-            raise ConfigError(f"stream {self.stream!r}: a message of {n} bytes does not fit the broker's "
-                              f"frame_max of {self._frame_max} bytes")
-        self._flush()
-        return self._buf
-
-    def _flush(self) -> None:
-        count = self._count
+    def flush(self) -> None:
+        """Write the frame being built now (it would otherwise go out at the end of this loop turn)."""
+        count = self._frame.count
         if not count:
             return
-        buf = self._buf
-        _PUB_HDR.pack_into(buf, 0, len(buf) - 4, 2, 1, self._id, count)
-        self._buf = bytearray(PUB_HDR_SIZE)
-        self._count = 0
+        frame = self._frame.take()
         self._published += count
         if self._error is None:
-            self._proto.write(buf)
+            self._proto.write(frame)
 
     def _wake(self) -> None:
         w = self._waiter
@@ -238,10 +199,7 @@ class StreamPublisher:
 
     def on_confirm(self, data: bytes, pos: int, count: int) -> None:
         if self._report:
-            t = now_ns()
-            on_confirm = self._sink.on_confirm
-            for seq in struct.unpack_from(f">{count}Q", data, pos):
-                on_confirm(seq, True, t)
+            confirm_each(data, pos, count, self._sink.on_confirm, now_ns())
         self._done += count
         self.confirmed += count
         if self._waiter is not None:
@@ -265,7 +223,7 @@ class StreamPublisher:
 
     async def drain(self, timeout: float) -> int:
         """Flush and wait for every confirm; return how many are still outstanding."""
-        self._flush()
+        self.flush()
         if self._published == self._done:
             return 0
         deadline = self._loop.time() + timeout
@@ -283,7 +241,7 @@ class StreamPublisher:
         return self.outstanding
 
     async def aclose(self) -> None:
-        self._flush()
+        self.flush()
         proto = self._proto
         if proto.closed is None:
             try:

@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-import os
 import struct
 import time
 import zlib
@@ -58,9 +57,6 @@ RESPONSE = 0x8000
 
 _U32 = struct.Struct(">I")
 _KEY = struct.Struct(">HH")             # key, version
-_PUB_HDR = struct.Struct(">IHHBI")      # size, key, version, publisher id, message count
-PUB_HDR_SIZE = _PUB_HDR.size            # 13
-MSG_HDR = struct.Struct(">QI")          # publishing id, data length
 _CHUNK = struct.Struct(">bbHIqQQiIII")  # Osiris chunk header after the subscription id (48 bytes)
 _SUB_BATCH = struct.Struct(">BHII")     # entry type|compression, records, uncompressed, size
 _CREDIT = struct.Struct(">IHHBH")       # size, key, version, subscription id, credit
@@ -147,11 +143,6 @@ def amqp_codec() -> tuple[Callable[[Any], bytes], Callable[[Any], memoryview], s
 
 
 encode_amqp_data, decode_amqp_data, AMQP_CODEC_NAME = amqp_codec()
-
-# Benchmark knob: RBENCH_STREAM_INLINE_AMQP=1 makes publishers write the data-section
-# prefix themselves (one struct.pack per message, byte-identical to encode_data(body)),
-# so bench_streams can show what the codec call costs.
-INLINE_DATA_SECTION: bool = os.environ.get("RBENCH_STREAM_INLINE_AMQP") == "1"
 
 
 # ---------------------------------------------------------------- connection

@@ -42,3 +42,42 @@ def test_cli_wrong_password_is_one_masked_line(stream_url: str, capsys: pytest.C
     assert main(["stream-publish", "--uri", bad, "--rounds", "1", "--single", "1", "--batch", "1"]) == 2
     err = capsys.readouterr().err
     assert "wr0ng-secret" not in err and "authentication" in err and err.count("\n") == 1
+
+
+def test_the_stream_holds_every_round_message_once_in_order(stream_url: str, unique_name: str) -> None:
+    """What ConfirmChain published is what a consumer reads back, AMQP-decoded, in publishing order."""
+    import asyncio
+
+    import uvloop
+
+    from rbench.config.types import ConsumerSpec
+    from rbench.drivers.stream import StreamDriver
+    from rbench.scenarios.stream_publish import message
+
+    target = ClusterTarget("local", (), stream_uris=(stream_url,))
+    run(target, [Variant("single", 30, 1), Variant("batch", 1_000, 100)], 1, "amqp", stream=unique_name,
+        keep_stream=True)
+    expected = [message(n) for n in range(30)] + [message(n) for n in range(1_000)]
+
+    async def read_back() -> list[bytes]:
+        got: list[bytes] = []
+        done = asyncio.get_running_loop().create_future()
+
+        def on_message(body: bytes | memoryview, redelivered: bool, t_ns: int) -> None:
+            got.append(bytes(body))
+            if len(got) >= len(expected) and not done.done():
+                done.set_result(None)
+
+        d = StreamDriver()
+        await d.open(target)
+        try:
+            c = await d.consumer(ConsumerSpec(0, unique_name, offset="first", prefetch=10), on_message)
+            await asyncio.wait_for(done, 20)
+            await asyncio.sleep(0.2)             # anything extra would arrive now
+            await c.aclose()
+        finally:
+            await d.delete_streams([unique_name])
+            await d.aclose()
+        return got
+
+    assert uvloop.run(read_back()) == expected

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from rbench.codec._stream import PublishFrame, confirm_each
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, QueueDecl
 from rbench.drivers.base import DRIVERS
 from rbench.drivers.stream import StreamConsumer, StreamPublisher, create_arguments, parse_offset, stream_uris
@@ -100,11 +101,38 @@ def test_publisher_writes_data_sections_byte_identical_to_the_codec() -> None:
         pub = StreamPublisher(proto, "s", PublisherSpec(0, "s", message_format="amqp"), NullSink())  # type: ignore[arg-type]
         pub.publish(b"0123456789", 5)
         pub.publish(b"y" * 300, 6)
-        pub._flush()
+        pub.flush()
     asyncio.run(go())
     (frame,) = proto.frames
     msgs = parse_publish(frame)
     assert msgs == [(5, encode_amqp_data(b"0123456789")), (6, encode_amqp_data(b"y" * 300))]
+
+
+@pytest.mark.parametrize("size", [0, 1, 255, 256, 70_000])
+@pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
+def test_c_frame_builder_matches_the_codec_for_every_size_and_buffer_type(size: int, kind: type) -> None:
+    """ext/stream.pyx writes the data section itself: vbin8 below 256 bytes, vbin32 above."""
+    body = bytes((i * 7) & 0xFF for i in range(size))
+    firsts: list[int] = []
+    frame = PublishFrame(3, 1 << 20, True, lambda: firsts.append(1), lambda need: None)
+    frame.add(kind(body), 2**64 - 1)
+    frame.add(kind(body), 0)
+    assert frame.count == 2 and firsts == [1]            # on_first once per frame
+    out = frame.take()
+    assert frame.count == 0 and frame.take() is None
+    size_, key, version, pid, count = struct.unpack_from(">IHHBI", out)
+    assert (size_, key, version, pid, count) == (len(out) - 4, 2, 1, 3, 2)
+    first_len = struct.unpack_from(">I", out, 13 + 8)[0]
+    assert out[13 + 12:13 + 12 + first_len] == encode_amqp_data(body)
+    assert struct.unpack_from(">Q", out, 13)[0] == 2**64 - 1
+
+
+def test_confirm_each_refuses_a_frame_shorter_than_its_count() -> None:
+    got: list[tuple[int, bool, int]] = []
+    confirm_each(struct.pack(">QQ", 7, 9), 0, 2, lambda *a: got.append(a), 42)
+    assert got == [(7, True, 42), (9, True, 42)]
+    with pytest.raises(ValueError, match="do not fit"):
+        confirm_each(struct.pack(">Q", 7), 0, 2, lambda *a: None, 0)
 
 
 # ------------------------------------------------------------- publisher framing and confirms
@@ -201,7 +229,7 @@ def test_large_batches_are_split_below_frame_max() -> None:
         pub = StreamPublisher(proto, "s", PublisherSpec(0, "s", message_format="binary"), sink)  # type: ignore[arg-type]
         for seq in range(100):
             pub.publish(b"z" * 10_000, seq)
-        pub._flush()
+        pub.flush()
 
     asyncio.run(go())
     assert len(proto.frames) > 1 and all(len(f) <= 128 * 1024 for f in proto.frames)
@@ -330,7 +358,7 @@ def test_a_message_larger_than_frame_max_is_refused_at_publish() -> None:
         assert len(proto.frames) == 1
         with pytest.raises(ConfigError, match="frame_max"):
             pub.publish(b"c" * 5000, 2)
-        pub._flush()
+        pub.flush()
 
     asyncio.run(go())
     assert [i for f in proto.frames for i, _ in parse_publish(f)] == [0, 1]
