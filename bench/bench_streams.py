@@ -54,15 +54,15 @@ def _msg(n: int) -> bytes:
 async def work_rbench(stream: str, variant: str, count: int) -> tuple[float, float]:
     from rbench.config.types import ClusterTarget
     from rbench.drivers.stream import StreamDriver
-    from rbench.scenarios.stream_publish import open_publisher
+    from rbench.scenarios.stream_publish import open_publisher, publish_messages
 
     driver = StreamDriver()
     await driver.open(ClusterTarget("bench", (), stream_uris=(URI,)))
-    pub, chain = await open_publisher(driver, stream, "amqp")
+    pub, sink = await open_publisher(driver, stream, "amqp")
     c0, t0 = _cpu(), time.perf_counter()
-    await chain.run(pub, count, 1 if variant == "single" else BATCH)
+    await publish_messages(pub, count, 1 if variant == "single" else BATCH)
     t1, c1 = time.perf_counter(), _cpu()
-    assert chain.acked == count, (chain.acked, count)
+    assert sink.acked == count, (sink.acked, count)
     await pub.aclose()
     await driver.aclose()
     return t1 - t0, c1 - c0
@@ -212,8 +212,8 @@ def main() -> int:
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {args.rounds} rounds (median), "
         f"10-byte AMQP 1.0 messages, single = {args.single:,} msgs each confirmed, "
         f"batch = {args.batch:,} msgs in batches of {BATCH} each confirmed. "
-        "rbench publishes through its stream driver (C frame builder, ext/stream.pyx) and sends each "
-        "next batch from the confirm callback of the last (rbench.scenarios.stream_publish.ConfirmChain). "
+        "rbench publishes through its stream driver (C frame builder, ext/stream.pyx): publish() the "
+        "batch, then await drain() for its confirms (rbench.scenarios.stream_publish.publish_messages). "
         "Client CPU = getrusage user+sys of the client's own process around its publishing loop.",
         "",
         "| variant | client | median msg/s | CPU µs/msg | rate ratio (of medians) | rate ratio (paired median) "
