@@ -24,7 +24,6 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import statistics
 import subprocess
 import sys
@@ -34,19 +33,12 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
+from rbench.scenarios.stream_publish import cpu_seconds, message  # noqa: E402  (after the path insert)
+
 URI = os.environ.get("RBENCH_STREAM_URL", "rabbitmq-stream://guest:guest@127.0.0.1:5552/")
 CLIENTS = ("rbench", "rbfly", "rstream")
 VARIANTS = ("batch", "single")
 BATCH = 100
-
-
-def _cpu() -> float:
-    ru = resource.getrusage(resource.RUSAGE_SELF)
-    return ru.ru_utime + ru.ru_stime
-
-
-def _msg(n: int) -> bytes:
-    return "{:010d}".format(n).encode()
 
 
 # ------------------------------------------------------------------ workers (one per subprocess)
@@ -59,9 +51,9 @@ async def work_rbench(stream: str, variant: str, count: int) -> tuple[float, flo
     driver = StreamDriver()
     await driver.open(ClusterTarget("bench", (), stream_uris=(URI,)))
     pub, sink = await open_publisher(driver, stream, "amqp")
-    c0, t0 = _cpu(), time.perf_counter()
+    c0, t0 = cpu_seconds(), time.perf_counter()
     await publish_messages(pub, count, 1 if variant == "single" else BATCH)
-    t1, c1 = time.perf_counter(), _cpu()
+    t1, c1 = time.perf_counter(), cpu_seconds()
     assert sink.acked == count, (sink.acked, count)
     await pub.aclose()
     await driver.aclose()
@@ -75,18 +67,18 @@ async def work_rbfly(stream: str, variant: str, count: int) -> tuple[float, floa
     try:
         if variant == "single":
             async with client.publisher(stream) as pub:
-                c0, t0 = _cpu(), time.perf_counter()
+                c0, t0 = cpu_seconds(), time.perf_counter()
                 for n in range(count):
-                    await pub.send(_msg(n))           # bytes body → AMQP data section, confirmed
-                t1, c1 = time.perf_counter(), _cpu()
+                    await pub.send(message(n))           # bytes body → AMQP data section, confirmed
+                t1, c1 = time.perf_counter(), cpu_seconds()
         else:
             async with client.publisher(stream, cls=rbs.PublisherBatchFast) as pub:
-                c0, t0 = _cpu(), time.perf_counter()
+                c0, t0 = cpu_seconds(), time.perf_counter()
                 for start in range(0, count, BATCH):
                     for n in range(start, min(start + BATCH, count)):
-                        pub.batch(_msg(n))
+                        pub.batch(message(n))
                     await pub.flush()                 # sends the batch and waits for its confirms
-                t1, c1 = time.perf_counter(), _cpu()
+                t1, c1 = time.perf_counter(), cpu_seconds()
     finally:
         await client.disconnect()
     return t1 - t0, c1 - c0
@@ -102,10 +94,10 @@ async def work_rstream(stream: str, variant: str, count: int) -> tuple[float, fl
                         password=u.password or "guest") as producer:
         await producer.send_wait(stream, AMQPMessage(body=b"warm-up..."))   # declares the publisher
         if variant == "single":
-            c0, t0 = _cpu(), time.perf_counter()
+            c0, t0 = cpu_seconds(), time.perf_counter()
             for n in range(count):
-                await producer.send_wait(stream, AMQPMessage(body=_msg(n)))
-            t1, c1 = time.perf_counter(), _cpu()
+                await producer.send_wait(stream, AMQPMessage(body=message(n)))
+            t1, c1 = time.perf_counter(), cpu_seconds()
         else:
             loop = asyncio.get_running_loop()
             state: dict[str, object] = {"left": 0, "fut": None}
@@ -116,13 +108,13 @@ async def work_rstream(stream: str, variant: str, count: int) -> tuple[float, fl
                 if state["left"] == 0 and fut is not None and not fut.done():  # type: ignore[attr-defined]
                     fut.set_result(None)                    # type: ignore[attr-defined]
 
-            c0, t0 = _cpu(), time.perf_counter()
+            c0, t0 = cpu_seconds(), time.perf_counter()
             for start in range(0, count, BATCH):
-                batch = [AMQPMessage(body=_msg(n)) for n in range(start, min(start + BATCH, count))]
+                batch = [AMQPMessage(body=message(n)) for n in range(start, min(start + BATCH, count))]
                 state["left"], state["fut"] = len(batch), loop.create_future()
                 await producer.send_batch(stream, batch, on_publish_confirm=on_confirm)
                 await state["fut"]                           # type: ignore[misc]
-            t1, c1 = time.perf_counter(), _cpu()
+            t1, c1 = time.perf_counter(), cpu_seconds()
     return t1 - t0, c1 - c0
 
 

@@ -28,7 +28,6 @@ cdef enum:
     MESSAGE_HEADER = 12  # publishing id, length
 
 PUBLISH_HEADER_SIZE = HEADER
-MESSAGE_HEADER_SIZE = MESSAGE_HEADER
 
 
 cdef inline void put_u32(char* p, uint32_t v) noexcept nogil:
@@ -48,18 +47,13 @@ cdef inline uint64_t get_u64(const unsigned char* p) noexcept nogil:
             | (<uint64_t>p[4] << 24) | (<uint64_t>p[5] << 16) | (<uint64_t>p[6] << 8) | <uint64_t>p[7])
 
 
-def encoded_size(Py_ssize_t n, bint amqp) -> int:
-    """Bytes one message of ``n`` body bytes takes in a Publish frame (header included)."""
-    return MESSAGE_HEADER + n + ((5 if n < 256 else 8) if amqp else 0)
-
-
 cdef class PublishFrame:
     """One Publish frame being built, in a buffer of ``frame_max`` bytes.
 
     ``add(payload, seq)`` appends a message whose publishing id is ``seq``; when it
     is the first of the frame, ``on_first()`` is called (the driver schedules a
     flush for the end of this loop turn, so messages published in one turn share a
-    frame). When a message does not fit, ``on_full(encoded_size)`` is called: it
+    frame). When a message does not fit, ``on_full(encoded size)`` is called: it
     must empty the frame with ``take()`` (or raise, for a message that would never
     fit). ``take()`` hands out the finished frame as bytes and starts a new one.
     """
@@ -96,15 +90,6 @@ cdef class PublishFrame:
     def count(self) -> int:
         """Messages in the frame being built."""
         return self._count
-
-    @property
-    def nbytes(self) -> int:
-        """Bytes of the frame being built, header included."""
-        return self.length
-
-    @property
-    def frame_max(self) -> int:
-        return self.capacity
 
     cpdef add(self, payload, uint64_t seq):
         cdef Py_buffer view
