@@ -8,7 +8,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 WORKLOAD ?= conf/workloads/quickstart.yaml
 
-.PHONY: run test unit bench bench-runtime bench-codec bench-amqp091 bench-streams bench-reduce broker build venv clean
+.PHONY: run test lint unit prometheus dashboards bench bench-runtime bench-codec bench-amqp091 bench-streams bench-reduce bench-regress broker build venv clean
 
 # Virtualenv with rbench installed editable (test and benchmark extras included).
 $(VENV)/.installed: pyproject.toml setup.py
@@ -29,8 +29,21 @@ broker:
 run: build broker
 	$(VENV)/bin/rbench run $(WORKLOAD) --master "local[2]"
 
-test: build broker
+test: build broker prometheus lint
 	$(PY) -m pytest -q tests
+
+# ruff over the whole tree, mypy --strict over rbench/ (configured in pyproject.toml)
+lint: build
+	$(VENV)/bin/ruff check rbench tests bench jobs
+	$(VENV)/bin/mypy
+
+# Prometheus server, promtool and Pushgateway (Debian packages) for tests/spark/test_prometheus_run.py.
+prometheus:
+	@bash scripts/ensure-prometheus.sh
+
+# Regenerate the Grafana dashboard JSON from rbench/live/dashboard.py.
+dashboards: venv
+	$(PY) -m rbench.live.dashboard dashboards/rbench-run.json
 
 unit: build
 	$(PY) -m pytest -q tests/unit
@@ -51,6 +64,10 @@ bench-streams: build broker
 
 bench-reduce: build
 	$(PY) bench/bench_reduce.py
+
+# False-alarm and detection rates of `rbench regress` on seeded synthetic histories (docs/history.md).
+bench-regress: venv
+	$(PY) bench/regress_rates.py
 
 clean:
 	rm -rf build rbench/codec/*.so ext/*.c

@@ -113,7 +113,7 @@ def main() -> int:
     print(f"duckdb: {duck_s:.2f} s", flush=True)
 
     t = time.perf_counter()
-    from rbench.sparkglue import local_session
+    from rbench.spark import local_session
 
     spark = local_session("local[2]", app_name="bench-reduce")
     spark.range(1).count()

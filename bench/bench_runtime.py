@@ -1,4 +1,4 @@
-"""How fast one rbench task runs, and whether its memory stays flat.
+"""How fast one rbench task runs, whether its memory stays flat, and how punctual its sends are.
 
 One task (no Spark: the executor code path itself) publishes with confirms at an
 unlimited rate to one queue and consumes it, for --seconds, with each driver in its
@@ -7,6 +7,13 @@ from /proc. Prints msg/s, client CPU µs per message (publish + consume) and RSS
 start and end, and writes bench/out/runtime.md.
 
     .venv/bin/python bench/bench_runtime.py --seconds 300 --drivers aiopika,amqp091
+
+Punctuality (``--lateness``, what ``make bench-runtime`` also runs): one task, 10 producers sharing one
+queue and one consumer, confirms on (window 64), rate-limited at 2,000 and 20,000 msg/s in all, with
+the producers' phases aligned (all on the same instant) and spread (evenly over the interval). Send
+lateness = t_sent − t_intended of every message after a 2 s warm-up, read from the task's own Parquet;
+CPU = the whole client process (getrusage) ÷ messages. ``--root DIR`` runs another checkout's rbench
+(e.g. the commit before a change) in the same table, as the peer to compare with.
 """
 from __future__ import annotations
 
@@ -69,15 +76,100 @@ def child(driver: str, seconds: float, url: str) -> None:
                       "rss_samples": samples, "rss_end": rss_mib(), "maxrss": ru.ru_maxrss / 1024}))
 
 
+def lateness_child(rate: float, phase: str, seconds: float, url: str, root: str) -> None:
+    sys.path.insert(0, root)
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from rbench.config.load import workload_from_dict
+    from rbench.plan import plan
+    from rbench.runtime.task import run_task
+
+    producers = 10
+    queue = f"rbench-bench-lateness-{uuid.uuid4().hex[:8]}"
+    data = {
+        "name": "bench-lateness", "driver": "amqp091", "clusters": [{"name": "local", "uris": [url]}],
+        "producers": producers, "consumers": 1, "size": 24, "duration": seconds, "rate": rate / producers,
+        "queues": {"name": queue, "durable": False, "auto_delete": True},
+        "publisher": {"confirm": True, "confirm_window": 64},
+        "consumer": {"prefetch": 500, "multi_ack_every": 50}, "drain_timeout": 10}
+    if phase != "old":
+        data["schedule"] = {"phase": phase}
+    w = workload_from_dict(data)
+    out = tempfile.mkdtemp(prefix="rbench-bench-")
+    (p,) = plan(w, "local", 1, "bench", out)
+    result = run_task(p)
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    parts = sorted(Path(out).glob("bench/published/local/task-*/attempt-*/part-*.parquet"))
+    tbl = pa.concat_tables([pq.read_table(f, columns=["t_intended", "t_sent"]) for f in parts])
+    ti, ts = tbl["t_intended"].to_numpy(), tbl["t_sent"].to_numpy()
+    keep = ti >= ti.min() + 2_000_000_000          # warm-up: connections settle, pages fault in
+    lag = (ts - ti)[keep]
+    print(json.dumps({"rate": rate, "phase": phase, "published": result["published"], "consumed": result["consumed"],
+                      "cpu_s": ru.ru_utime + ru.ru_stime, "p50_us": float(np.percentile(lag, 50)) / 1e3,
+                      "p99_us": float(np.percentile(lag, 99)) / 1e3, "max_us": float(lag.max()) / 1e3}))
+
+
+def lateness_table(args: argparse.Namespace) -> str:
+    roots = [("this checkout", str(ROOT), ["aligned", "spread"])]
+    if args.root:
+        roots.insert(0, (f"peer {args.root}", args.root, ["old"]))
+    rows = []
+    for rnd in range(args.rounds):
+        for rate in (2000.0, 20000.0):
+            for label, root, phases in roots:
+                for phase in phases:
+                    proc = subprocess.run([sys.executable, __file__, "--lateness-child", f"{rate}:{phase}", "--seconds",
+                                           str(args.seconds), "--url", args.url, "--root", root],
+                                          capture_output=True, text=True)
+                    if proc.returncode != 0:
+                        tail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else proc.returncode
+                        print(f"{label} {rate:g} {phase}: failed: {tail}")
+                        continue
+                    r = json.loads(proc.stdout.strip().splitlines()[-1])
+                    r["code"], r["round"] = label, rnd
+                    r["cpu_us"] = r["cpu_s"] / max(r["published"] + r["consumed"], 1) * 1e6 * 2
+                    rows.append(r)
+    import statistics
+
+    lines = [f"send lateness (t_sent − t_intended, after 2 s) and client CPU per message (publish + consume, getrusage): "
+             f"one task, 10 producers → 1 queue → 1 consumer, confirms (window 64), {args.seconds:g} s, rate-limited; "
+             f"medians over {args.rounds} round(s)", "",
+             "| code | msg/s (task) | phase | lateness p50 µs | lateness p99 µs | max µs | CPU µs/msg |", "|---|--:|---|--:|--:|--:|--:|"]
+    keys = sorted({(r["code"], r["rate"], r["phase"]) for r in rows}, key=lambda k: (k[1], k[0] != "this checkout", k[2]))
+    for code, rate, phase in keys:
+        rs = [r for r in rows if (r["code"], r["rate"], r["phase"]) == (code, rate, phase)]
+        med = {k: statistics.median(r[k] for r in rs) for k in ("p50_us", "p99_us", "max_us", "cpu_us")}
+        shown = "aligned (old scheduler)" if phase == "old" else phase
+        lines.append(f"| {code} | {rate:,.0f} | {shown} | {med['p50_us']:.0f} | {med['p99_us']:.0f} | {med['max_us']:,.0f} | "
+                     f"{med['cpu_us']:.1f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seconds", type=float, default=30)
     parser.add_argument("--drivers", default="aiopika,amqp091")
     parser.add_argument("--url", default=os.environ.get("RBENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    parser.add_argument("--lateness", action="store_true", help="measure send lateness and CPU (see above)")
+    parser.add_argument("--root", default=None, help="with --lateness: another checkout to compare with")
+    parser.add_argument("--rounds", type=int, default=1, help="with --lateness: rounds (medians are reported)")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--lateness-child", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         child(args.child, args.seconds, args.url)
+        return
+    if args.lateness_child:
+        rate, phase = args.lateness_child.split(":")
+        lateness_child(float(rate), phase, args.seconds, args.url, args.root or str(ROOT))
+        return
+    if args.lateness:
+        text = lateness_table(args)
+        print(text)
+        (HERE / "out").mkdir(exist_ok=True)
+        (HERE / "out" / "lateness.md").write_text(text + "\n")
         return
     rows = []
     for driver in args.drivers.split(","):

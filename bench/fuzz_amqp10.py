@@ -28,8 +28,24 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 
 from rbench.codec.amqp10 import (  # noqa: E402
-    Array, Char, Decimal128, Described, Float, Header, Int, Message, Properties, Symbol, UByte,
-    UInt, ULong, decode_data_props, decode_message, decode_value, encode_data, encode_message,
+    Array,
+    Char,
+    Decimal128,
+    Described,
+    Float,
+    Header,
+    Int,
+    Message,
+    Properties,
+    Symbol,
+    UByte,
+    UInt,
+    ULong,
+    decode_data_props,
+    decode_message,
+    decode_value,
+    encode_data,
+    encode_message,
     encode_value,
 )
 from rbench.errors import CodecError  # noqa: E402
@@ -127,7 +143,7 @@ def main() -> None:
             except CodecError as e:
                 kinds[kind(e)] += 1
                 continue
-            except Exception as e:  # noqa: BLE001 - anything else is the bug we hunt
+            except Exception as e:
                 crashes.append((data, f"{fn.__name__}: {type(e).__name__}: {e}"))
                 continue
             ok += 1
@@ -142,7 +158,7 @@ def main() -> None:
                         unstable += 1
             except CodecError:
                 not_reencodable += 1  # e.g. a negative int annotation key: valid to read only
-            except Exception as e:  # noqa: BLE001
+            except Exception as e:
                 crashes.append((data, f"re-encode after {fn.__name__}: {type(e).__name__}: {e}"))
         took = time.perf_counter() - t0
         if took > slowest:

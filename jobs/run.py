@@ -1,6 +1,6 @@
 """spark-submit entry for a capacity run: `spark-submit jobs/run.py WORKLOAD [--out DIR]`.
 
-Argument parsing only; the work is rbench.job.run_workload (same as `rbench run`).
+Argument parsing only; the work is rbench.coordinator.run.run_workload (same as `rbench run`).
 """
 import sys
 

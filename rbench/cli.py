@@ -34,7 +34,8 @@ COMMANDS: dict[str, str] = {
     "reduce": "reduce",
     "report": "report",
     "stream-publish": "stream_publish",
-    "scalability": "scalability",
+    "history": "history",
+    "regress": "regress",
 }
 
 
@@ -51,7 +52,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=ArgumentParser)
     for name, module_name in _available().items():
         module = importlib.import_module(module_name)
-        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP, add_help=getattr(module, "ADD_HELP", True))
+        cmd = sub.add_parser(name, help=module.HELP, description=module.HELP, add_help=getattr(module, "ADD_HELP", True),
+                             **getattr(module, "PARSER_KWARGS", {}))   # e.g. perftest reads its own grammar
         module.add_arguments(cmd)
         cmd.set_defaults(_module=module)
     return parser

@@ -57,3 +57,16 @@ def mask_uri(uri: str) -> str:
     if parts.port is not None:
         host = f"{host}:{parts.port}"
     return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
+
+
+def os_error_text(exc: OSError) -> str:
+    """Why a socket call failed, worded the same on every event loop.
+
+    asyncio reports a refused connect as "Connect call failed ('host', port)" (the
+    errno's text is lost in its strerror) while uvloop says "Connection refused";
+    the errno decides, so users read the same cause whichever loop ran."""
+    import os
+
+    if exc.errno:
+        return os.strerror(exc.errno)
+    return exc.strerror or str(exc) or type(exc).__name__

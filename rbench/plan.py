@@ -7,53 +7,20 @@ queue i mod Q and j mod Q, as PerfTest spreads them over a queue pattern.
 from __future__ import annotations
 
 import zlib
-from dataclasses import dataclass, field
 
 from rbench.config.model import Workload
-from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, QueueDecl, Topology
+from rbench.config.types import (
+    ClusterPlan,
+    ClusterTarget,
+    ConsumerSpec,
+    PublisherSpec,
+    QueueDecl,
+    RunPlan,
+    StepWindow,
+    TaskPlan,
+    Topology,
+)
 from rbench.errors import ConfigError
-
-
-@dataclass(frozen=True)
-class StepWindow:
-    """A rate step relative to the run's t0: [offset_s, offset_s + duration_s)."""
-
-    index: int
-    rate: float | None          # per producer; None = unlimited
-    offset_s: float
-    duration_s: float
-
-
-@dataclass(frozen=True)
-class TaskPlan:
-    """Everything one executor task needs; picklable, no pydantic."""
-
-    run_id: str
-    cluster: ClusterTarget
-    task: int
-    n_tasks: int
-    driver: str
-    topology: Topology
-    publishers: tuple[PublisherSpec, ...]
-    consumers: tuple[ConsumerSpec, ...]
-    steps: tuple[StepWindow, ...]
-    size: int
-    out_dir: str
-    message_count: int | None = None           # per producer
-    consumer_message_count: int | None = None  # per consumer
-    random_start_delay_s: float = 0.0
-    confirm_timeout_s: float | None = 30.0
-    warmup_s: float = 0.0
-    drain_timeout_s: float = 10.0
-    control: tuple[str, int] | None = None      # driver's progress/control endpoint
-    metrics_port: int | None = None
-    seed: int = 0
-    extra: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
-
-    @property
-    def end_offset_s(self) -> float:
-        last = self.steps[-1]
-        return last.offset_s + last.duration_s
 
 
 def cluster_target(workload: Workload, name: str) -> ClusterTarget:
@@ -62,6 +29,51 @@ def cluster_target(workload: Workload, name: str) -> ClusterTarget:
             return ClusterTarget(name=c.name, uris=tuple(c.uris), stream_uris=tuple(c.stream_uris), nodes=c.nodes,
                                  instance_type=c.instance_type, volume_type=c.volume_type, volume_gb=c.volume_gb)
     raise ConfigError(f"clusters: no cluster named {name!r}")
+
+
+# features only the amqp091 driver implements: (what, is it used?)
+_AMQP091_ONLY = (
+    ("publisher.properties", lambda w: bool(w.publisher.properties)),
+    ("publisher.content_type", lambda w: w.publisher.content_type is not None),
+    ("publisher.random_routing_key", lambda w: w.publisher.random_routing_key),
+    ("publisher.tx_size", lambda w: w.publisher.tx_size > 0),
+    ("consumer.rate", lambda w: w.consumer.rate is not None),
+    ("consumer.global_prefetch", lambda w: w.consumer.global_prefetch > 0),
+    ("consumer.nack", lambda w: w.consumer.nack),
+    ("consumer.arguments", lambda w: bool(w.consumer.arguments)),
+    ("consumer.tx_size", lambda w: w.consumer.tx_size > 0),
+    ("consumer.exit_when: empty", lambda w: w.consumer.exit_when == "empty"),
+)
+
+
+def check_supported(workload: Workload) -> None:
+    """Refuse, with one line, what the workload's driver cannot do or the broker would refuse."""
+    driver = workload.resolved_driver()
+    if driver != "amqp091":
+        for what, used in _AMQP091_ONLY:
+            if used(workload):
+                raise ConfigError(f"{what}: honoured by the amqp091 driver only (this workload uses {driver})")
+    if workload.publisher.tx_size and workload.publisher.confirm:
+        raise ConfigError("publisher.tx_size: the broker allows transactions or publisher confirms on a channel, "
+                          "not both")
+    if workload.consumer.auto_ack and (workload.consumer.rate or workload.consumer.nack or workload.consumer.tx_size):
+        raise ConfigError("consumer.auto_ack: rate, nack and tx_size need acknowledgements; turn auto_ack off")
+    if workload.publisher.json_body and workload.publisher.body_files:
+        raise ConfigError("publisher.json_body: give json_body or body_files, not both")
+    if workload.variable_size and (workload.publisher.json_body or workload.publisher.body_files):
+        raise ConfigError("variable_size: file and JSON bodies have their own sizes; drop variable_size")
+
+
+def body_templates(workload: Workload) -> tuple[bytes, ...]:
+    """Body templates every producer uses in turn (read and built here, on the driver)."""
+    from rbench.perftest.bodies import file_bodies, json_bodies
+
+    p = workload.publisher
+    if p.body_files:
+        return file_bodies(p.body_files)
+    if p.json_body:
+        return json_bodies(workload.size, p.json_body_fields, p.json_bodies, seed=zlib.crc32(workload.name.encode()))
+    return ()
 
 
 def step_windows(workload: Workload) -> tuple[StepWindow, ...]:
@@ -85,6 +97,8 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
     """The TaskPlans of one cluster's stage, index i for Spark partition i."""
     if n_tasks < 1:
         raise ConfigError(f"tasks: expected at least 1, got {n_tasks}")
+    check_supported(workload)
+    bodies = body_templates(workload)
     target = cluster_target(workload, cluster)
     queue_names = workload.queues.names(workload.name)
     if workload.colocate and n_tasks > len(queue_names):
@@ -110,7 +124,9 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
         pubs[task].append(PublisherSpec(
             producer_id=i, queue=queue, exchange=exchange, routing_key=routing_key(queue), confirm=p.confirm,
             confirm_window=p.confirm_window, mandatory=p.mandatory, persistent=p.persistent,
-            message_format=p.message_format))
+            message_format=p.message_format, content_type=p.content_type,
+            properties=tuple(sorted(p.properties.items())), random_routing_key=p.random_routing_key,
+            routing_key_cache=p.routing_key_cache, tx_size=p.tx_size))
     cons: list[list[ConsumerSpec]] = [[] for _ in range(n_tasks)]
     for j in range(workload.consumers):
         queue = queue_names[j % len(queue_names)]
@@ -119,13 +135,20 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
         cons[task].append(ConsumerSpec(
             consumer_id=j, queue=queue, prefetch=c.prefetch, auto_ack=c.auto_ack, multi_ack_every=c.multi_ack_every,
             processing_delay_us=int(round(c.processing_delay * 1e6)), offset=c.offset, single_active=c.single_active,
-            message_format=workload.publisher.message_format))
+            message_format=workload.publisher.message_format,
+            extra={"arguments": dict(c.arguments)} if c.arguments else {}, rate=c.rate,
+            global_prefetch=c.global_prefetch, nack=c.nack, requeue=c.requeue, tx_size=c.tx_size))
 
+    if workload.consumer.exit_when != "never":
+        for t in range(n_tasks):
+            if pubs[t] and not cons[t]:
+                raise ConfigError(f"consumer.exit_when: Spark task {t} has producers but no consumers, so it would "
+                                  "never end; give every queue a consumer")
     steps = step_windows(workload)
     plans = []
     for t in range(n_tasks):
         own = tuple(d for d in decls if queue_task[d.name] == t) if not q.predeclared else ()
-        bindings = tuple((d.name, routing_key(d.name)) for d in own) if exchange else ()
+        bindings = tuple((d.name, routing_key(d.name)) for d in own) if exchange and q.bind else ()
         topology = Topology(exchange=exchange if not is_stream else "", exchange_type=ex.type,
                             exchange_durable=ex.durable, queues=own, bindings=bindings)
         plans.append(TaskPlan(
@@ -133,11 +156,29 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
             topology=topology, publishers=tuple(pubs[t]), consumers=tuple(cons[t]), steps=steps, size=workload.size,
             out_dir=out_dir, message_count=workload.publisher.message_count,
             consumer_message_count=workload.consumer.message_count,
-            random_start_delay_s=workload.publisher.random_start_delay,
+            random_start_delay_s=workload.publisher.random_start_delay, phase=workload.schedule.phase,
             confirm_timeout_s=workload.publisher.confirm_timeout if workload.publisher.confirm else None,
             warmup_s=workload.warmup, drain_timeout_s=workload.drain_timeout, control=control,
-            metrics_port=workload.metrics_port, seed=zlib.crc32(f"{run_id}/{cluster}/{t}".encode())))
+            metrics_port=workload.metrics_port, seed=zlib.crc32(f"{run_id}/{cluster}/{t}".encode()),
+            bodies=bodies, variable_size=tuple((s.size, s.duration) for s in workload.variable_size or ()),
+            consumer_start_delay_s=workload.consumer.start_delay,
+            consumer_start_interval_s=workload.consumer.start_interval, exit_when=workload.consumer.exit_when))
     return plans
+
+
+def plan_run(workload: Workload, run_id: str, out_dir: str, tasks: dict[str, int],
+             control: tuple[str, int] | None = None) -> RunPlan:
+    """The whole run, planned once: what run.json records, the status line shows and each Spark stage runs.
+
+    ``tasks`` gives the number of Spark tasks of each cluster's stage (see ``default_task_count``).
+    """
+    clusters = tuple(ClusterPlan(target=cluster_target(workload, c.name),
+                                 tasks=tuple(plan(workload, c.name, tasks[c.name], run_id, out_dir, control)))
+                     for c in workload.clusters)
+    return RunPlan(run_id=run_id, workload_name=workload.name, driver=workload.resolved_driver(),
+                   steps=step_windows(workload), producers=workload.producers, consumers=workload.consumers,
+                   warmup_s=workload.warmup, message_count=workload.publisher.message_count,
+                   colocate=workload.colocate, clusters=clusters)
 
 
 def describe(plans: list[TaskPlan]) -> str:

@@ -15,8 +15,26 @@ import uuid
 from typing import Any
 
 from rbench.codec.amqp10 import (
-    Array, Byte, Char, Decimal32, Decimal64, Decimal128, Described, Float, Header, Int, Long,
-    Message, Properties, Short, Symbol, Timestamp, UByte, UInt, ULong, UShort,
+    Array,
+    Byte,
+    Char,
+    Decimal32,
+    Decimal64,
+    Decimal128,
+    Described,
+    Float,
+    Header,
+    Int,
+    Long,
+    Message,
+    Properties,
+    Short,
+    Symbol,
+    Timestamp,
+    UByte,
+    UInt,
+    ULong,
+    UShort,
 )
 from rbench.errors import CodecError
 

@@ -12,11 +12,16 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.loops import LOOP_KINDS, LoopRunner
+
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 AMQP_URL = os.environ.get("RBENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/")
+# Every name this pytest session declares starts with TEST_PREFIX, and only those are deleted at the
+# end: two suites sharing one broker (CI and a developer, or two work trees) never drop each other's queues.
+TEST_PREFIX = f"rbench-test-{uuid.uuid4().hex[:6]}-"
 STREAM_URL = os.environ.get("RBENCH_STREAM_URL", "rabbitmq-stream://guest:guest@127.0.0.1:5552/")
 
 
@@ -33,12 +38,29 @@ def stream_url() -> str:
 @pytest.fixture
 def unique_name(request: pytest.FixtureRequest) -> str:
     """A queue/stream name no other test (or earlier run) uses."""
-    return f"rbench-test-{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
+    return f"{TEST_PREFIX}{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "loops(*kinds): run this test's `run` fixture on these loop kinds only")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test using `run` runs once per event loop kind (tests/loops.py)."""
+    if "loop_kind" in metafunc.fixturenames:
+        marker = metafunc.definition.get_closest_marker("loops")
+        metafunc.parametrize("loop_kind", marker.args if marker else LOOP_KINDS)
+
+
+@pytest.fixture
+def run(loop_kind: str) -> LoopRunner:
+    """`run(coro, timeout=None)`: run a coroutine on a fresh asyncio or uvloop loop (parametrized)."""
+    return LoopRunner(loop_kind)
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator["object"]:
-    from rbench.sparkglue import local_session
+def spark() -> Iterator[object]:
+    from rbench.spark import local_session
 
     session = local_session("local[2]", app_name="rbench-tests")
     yield session
@@ -47,7 +69,7 @@ def spark() -> Iterator["object"]:
 
 @pytest.fixture(scope="session", autouse=True)
 def _delete_test_queues_afterwards() -> Iterator[None]:
-    """Leave the shared broker as we found it: drop every queue a test created (rbench-test-*)."""
+    """Leave the shared broker as we found it: drop every queue this session created (TEST_PREFIX*)."""
     yield
     import base64
     import json as _json
@@ -60,7 +82,7 @@ def _delete_test_queues_afterwards() -> Iterator[None]:
         request = urllib.request.Request(f"{api}/queues?columns=name,vhost", headers={"Authorization": auth})
         queues = _json.loads(urllib.request.urlopen(request, timeout=10).read())
         for q in queues:
-            if q["name"].startswith("rbench-test-"):
+            if q["name"].startswith(TEST_PREFIX):
                 path = f"{api}/queues/{urllib.parse.quote(q['vhost'], safe='')}/{urllib.parse.quote(q['name'], safe='')}"
                 urllib.request.urlopen(urllib.request.Request(path, method="DELETE", headers={"Authorization": auth}), timeout=10)
     except OSError:

@@ -8,11 +8,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rbench.summary import committed_parts
+from rbench.samples.layout import committed_parts
 
 
 def read(run_dir: Path, kind: str) -> pa.Table:
-    parts = committed_parts(run_dir, kind)
+    clusters = [p.name for p in (run_dir / kind).iterdir()] if (run_dir / kind).is_dir() else []
+    parts, _ = committed_parts(run_dir, run_dir.name, kind, clusters)
     assert parts, f"no committed {kind} parts under {run_dir}"
     return pa.concat_tables([pq.read_table(p) for p in parts])
 

@@ -27,9 +27,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rbench.runtime.recorder import CONSUMED_SCHEMA, PUBLISHED_SCHEMA  # the contract the run writes
+from rbench.samples import schema
+from rbench.samples.schema import CONSUMED_SCHEMA, PUBLISHED_SCHEMA  # the contract the run writes
 
-OUTCOMES = np.array(["ack", "nack", "returned", "timeout", "unconfirmed"])
+OUTCOMES = np.array(schema.OUTCOMES)
 
 
 @dataclass
@@ -243,7 +244,7 @@ def _write_decoys(run_dir: Path, cluster: str, spec: SynthSpec, base: int, rng: 
     n = 500
     st = 0
     t = spec.t0_ns
-    for kind, schema in (("published", PUBLISHED_SCHEMA), ("consumed", CONSUMED_SCHEMA)):
+    for kind, kind_schema in (("published", PUBLISHED_SCHEMA), ("consumed", CONSUMED_SCHEMA)):
         cols: dict[str, np.ndarray] = {
             "run_id": np.full(n, spec.run_id, dtype=object), "cluster": np.full(n, cluster, dtype=object),
             "step": np.full(n, st, dtype=np.int32), "task": np.zeros(n, dtype=np.int32),
@@ -254,8 +255,8 @@ def _write_decoys(run_dir: Path, cluster: str, spec: SynthSpec, base: int, rng: 
             "outcome": np.full(n, "nack", dtype=object), "t_received": np.full(n, t + 2 * 10**9 + 5 * 10**9),
             "redelivered": np.ones(n, dtype=bool),
         }
-        old = _PartWriter(run_dir / kind / cluster / "task-00000" / f"attempt-{base - 5}", schema, spec.part_rows)
-        old.write(_table(cols, np.ones(n, dtype=bool), schema))
+        old = _PartWriter(run_dir / kind / cluster / "task-00000" / f"attempt-{base - 5}", kind_schema, spec.part_rows)
+        old.write(_table(cols, np.ones(n, dtype=bool), kind_schema))
         old.commit()
-        new = _PartWriter(run_dir / kind / cluster / "task-00000" / f"attempt-{base + 50}", schema, spec.part_rows)
-        new.write(_table(cols, np.ones(n, dtype=bool), schema))   # no _COMMITTED: killed mid-write
+        new = _PartWriter(run_dir / kind / cluster / "task-00000" / f"attempt-{base + 50}", kind_schema, spec.part_rows)
+        new.write(_table(cols, np.ones(n, dtype=bool), kind_schema))   # no _COMMITTED: killed mid-write

@@ -1,5 +1,6 @@
 """Type stub for the compiled AMQP 0-9-1 codec (ext/amqp091.pyx)."""
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 FRAME_METHOD: int
 FRAME_HEADER: int

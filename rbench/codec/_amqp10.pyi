@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import datetime
 import uuid
-from typing import Any, Iterable, Literal
+from collections.abc import Iterable
+from typing import Any, Literal
 
 BODY_DATA: Literal["data"]
 BODY_SEQUENCE: Literal["sequence"]

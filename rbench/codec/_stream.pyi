@@ -1,5 +1,5 @@
 """Type stub for the compiled stream publisher core (ext/stream.pyx)."""
-from typing import Callable
+from collections.abc import Callable
 
 PUBLISH_HEADER_SIZE: int
 

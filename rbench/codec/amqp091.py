@@ -6,7 +6,7 @@ driver dispatches on and gives methods readable names, so the protocol code read
 """
 from __future__ import annotations
 
-from rbench.codec._amqp091 import (  # noqa: F401  (re-exported)
+from rbench.codec._amqp091 import (
     CONTENT_METHODS,
     DEFAULT_FRAME_MAX,
     FRAME_BODY,
@@ -35,7 +35,7 @@ from rbench.codec._amqp091 import (  # noqa: F401  (re-exported)
     now_ns,
     split_frames,
 )
-from rbench.errors import CodecError  # noqa: F401
+from rbench.errors import CodecError
 
 
 def key(class_id: int, method_id: int) -> int:
@@ -103,3 +103,38 @@ class K:
     BASIC_NACK = key(60, 120)
     CONFIRM_SELECT = key(85, 10)
     CONFIRM_SELECT_OK = key(85, 11)
+
+__all__ = [
+    "CONTENT_METHODS",
+    "DEFAULT_FRAME_MAX",
+    "FRAME_BODY",
+    "FRAME_END",
+    "FRAME_HEADER",
+    "FRAME_HEARTBEAT",
+    "FRAME_METHOD",
+    "FRAME_MIN_SIZE",
+    "METHOD_KEYS",
+    "METHODS",
+    "PROPERTIES",
+    "PROTOCOL_HEADER",
+    "FrameReader",
+    "PublishEncoder",
+    "TypedValue",
+    "decode_header",
+    "decode_method",
+    "decode_table",
+    "encode_ack",
+    "encode_body",
+    "encode_header",
+    "encode_heartbeat",
+    "encode_method",
+    "encode_properties",
+    "encode_table",
+    "now_ns",
+    "split_frames",
+    "CodecError",
+    "key",
+    "method_name",
+    "method_fields",
+    "K",
+]

@@ -25,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--costs", default=None, help="price table (default conf/costs.yaml)")
     parser.add_argument("--force", action="store_true", help="rank runs of different workloads together")
     parser.add_argument("--master", default=None, help="Spark master (default local[2], or what spark-submit set)")
+    from rbench.commands.history import add_history_options
+    add_history_options(parser)      # --history DIR: append every run to the nightly history (docs/history.md)
 
 
 def stale_line(clusters: list[dict[str, Any]]) -> str:
@@ -53,4 +55,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"steps: {result.out_dir / 'steps.parquet'} ({len(result.steps)} steps)")
     print(f"leaderboard: {result.out_dir / 'leaderboard.md'}")
     print(f"report: {result.report}")
+    if args.history:
+        from rbench.commands.history import add_runs
+        add_runs(args, list(args.run_dirs), report=str(result.out_dir))
     return 0

@@ -6,8 +6,12 @@ cluster manager (default local[*], or whatever spark-submit already set).
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import sys
+from dataclasses import dataclass, field
 
 from rbench.config.load import load_workload
+from rbench.config.model import Workload
 
 HELP = "Run a workload on Spark (local[*] by default) and write Parquet samples."
 
@@ -24,29 +28,89 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration")
     parser.add_argument("--no-reduce", action="store_true", help="skip the summary reduce after the run")
     parser.add_argument("--quiet", action="store_true", help="no status line per second")
+    parser.add_argument("--timings", action="store_true", help="print where the wall-clock seconds went (start-up, load, reduce)")
+    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+                        help="serve the run's merged /metrics on the driver at PORT (0 = any free port; "
+                             "default: any free port when the workload sets metrics_port, else off)")
+    parser.add_argument("--pushgateway", default=None, metavar="URL",
+                        help="push the run's final metrics to this Prometheus Pushgateway (job rbench, grouped by run_id)")
+    parser.add_argument("--metrics-linger", default="0s", metavar="DURATION",
+                        help="keep the run's /metrics up this long after the run, for a last scrape (default 0s)")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a workload, apart from the workload itself.
+
+    One holder for `rbench run`'s options so that every command that ends in a run
+    (run, perftest, scenarios) gets the same defaults as the command line.
+    """
+
+    out: str = "results"
+    master: str | None = None
+    tasks: int | None = None
+    conf: list[str] = field(default_factory=list)
+    no_reduce: bool = False
+    quiet: bool = False
+    timings: bool = False
+    metrics_port: int | None = None
+    pushgateway: str | None = None
+    metrics_linger: str = "0s"
+
+    @classmethod
+    def from_args(cls, args: argparse.Namespace) -> RunOptions:
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in vars(args).items() if k in names})
 
 
 def run(args: argparse.Namespace) -> int:
     workload = load_workload(args.workload)
-    return execute(workload, args)
+    return execute(workload, RunOptions.from_args(args))
 
 
-def execute(workload: object, args: argparse.Namespace) -> int:
+def execute(workload: Workload, args: RunOptions) -> int:
+    from rbench.coordinator.run import probe_clusters, run_workload
+    from rbench.coordinator.summary import print_summary
+    from rbench.coordinator.timings import Timings
     from rbench.errors import ConfigError
-    from rbench.job import probe_clusters, run_workload
-    from rbench.sparkglue import local_session
-    from rbench.summary import print_summary
+    from rbench.spark import local_session
 
+    timings = Timings()
     conf = {}
     for item in args.conf:
         key, sep, value = item.partition("=")
         if not sep:
             raise ConfigError(f"--conf: expected KEY=VALUE, got {item!r}")
         conf[key] = value
-    probe_clusters(workload)  # type: ignore[arg-type]  # fail in seconds, before a JVM starts
-    session = local_session(args.master or _default_master(), app_name=f"rbench-run-{workload.name}", conf=conf)  # type: ignore[attr-defined]
-    result = run_workload(workload, args.out, session, tasks=args.tasks, progress=not args.quiet)  # type: ignore[arg-type]
-    print_summary(result.run_dir, session=session, reduce=not args.no_reduce)
+    from rbench.config.durations import parse_seconds
+    try:
+        linger = parse_seconds(args.metrics_linger)
+    except ValueError as exc:
+        raise ConfigError(f"--metrics-linger: {exc}") from None
+    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
+        raise ConfigError(f"--metrics-port: expected a port 0-65535, got {args.metrics_port}")
+    probe_clusters(workload)  # fail in seconds, before a JVM starts
+    timings.mark("brokers probed")
+    session = local_session(args.master or _default_master(), app_name=f"rbench-run-{workload.name}", conf=conf)
+    timings.mark("Spark session ready")
+    result = run_workload(workload, args.out, session, tasks=args.tasks, progress=not args.quiet, timings=timings,
+                          metrics_port=args.metrics_port, pushgateway=args.pushgateway, metrics_linger_s=linger)
+    info = result.info
+    moved = sum(int(r.get("published", 0)) + int(r.get("consumed", 0)) for c in info["clusters"] for r in c.get("task_results", []))
+    if not moved:
+        print(f"rbench run: {result.status} before any load was sent: nothing was measured "
+              f"(run.json: {result.run_dir / 'run.json'})", file=sys.stderr)
+        return 130 if result.status == "interrupted" else 3
+    reduced = None
+    if not args.no_reduce:
+        from rbench.reduce.job import reduce_runs
+
+        reduced = reduce_runs([result.run_dir], session=session)
+        timings.mark("reduce done, report written")
+    print_summary(result.run_dir, reduced)
+    timings.mark("summary printed")
+    if args.timings:
+        print("\nwhere the time went:\n" + timings.table())
     return 0 if result.status == "complete" else 3
 
 

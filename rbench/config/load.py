@@ -79,7 +79,8 @@ def load_workload(path: str | os.PathLike[str]) -> Workload:
 
 def workload_hash(workload: Workload) -> str:
     """Identity of what was measured, without where: runs against different clusters compare."""
-    data = workload.model_dump(mode="json", by_alias=True, exclude={"clusters", "description"})
+    # regress thresholds and progress output change what is judged or printed, not what is measured
+    data = workload.model_dump(mode="json", by_alias=True, exclude={"clusters", "description", "regress", "progress"})
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

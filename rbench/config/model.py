@@ -69,11 +69,12 @@ class Queues(_Model):
     auto_delete: bool = False
     exclusive: bool = False
     predeclared: bool = Field(default=False, description="Queues exist already: do not declare (PerfTest -p).")
+    bind: bool = Field(default=True, description="Bind each queue to the exchange with its routing key (PerfTest -sb turns it off).")
     arguments: dict[str, Any] = Field(default_factory=dict,
                                       description="Extra x-arguments, e.g. x-quorum-initial-group-size, x-max-in-memory-length.")
 
     @model_validator(mode="after")
-    def _one_naming(self) -> "Queues":
+    def _one_naming(self) -> Queues:
         if self.name and self.pattern:
             raise ValueError("give either name or pattern, not both")
         if self.pattern is not None:
@@ -101,7 +102,8 @@ class Queues(_Model):
 
 class Exchange(_Model):
     name: str = Field(default="direct", description='"" publishes through the default exchange.')
-    type: Literal["direct", "fanout", "topic", "headers"] = "direct"
+    type: str = Field(default="direct", pattern=r"^[A-Za-z0-9_.:-]+$",
+                      description="direct, fanout, topic, headers or any type a broker plugin adds (x-consistent-hash …).")
     durable: bool = True
 
 
@@ -114,6 +116,25 @@ class Publisher(_Model):
     random_start_delay: Seconds = Field(default=0.0, description="Each producer starts after a random delay in [0, this).")
     message_count: int | None = Field(default=None, gt=0, description="Stop each producer after this many messages (PerfTest -C).")
     message_format: Literal["amqp", "binary"] = Field(default="amqp", description="Streams: AMQP 1.0 message or raw body.")
+    content_type: str | None = Field(default=None, description="content_type property of every message (PerfTest -T).")
+    properties: dict[str, Any] = Field(default_factory=dict, description="AMQP basic properties by their AMQP names (priority, expiration, message_id …); 'headers' is a table (PerfTest -mp).")
+    random_routing_key: bool = Field(default=False, description="A random routing key per message instead of the fixed one (PerfTest -K).")
+    routing_key_cache: int = Field(default=0, ge=0, description="With random_routing_key: cycle through this many random keys; 0 = a new key per message (PerfTest -rkcs).")
+    tx_size: int = Field(default=0, ge=0, description="Publish in AMQP transactions, committing every N messages; 0 = no transactions (PerfTest -m).")
+    body_files: list[str] = Field(default_factory=list, description="Files whose contents are the bodies, used in turn; the first 24 bytes carry the stamp (PerfTest -B).")
+    json_body: bool = Field(default=False, description="Random JSON documents of `size` bytes as bodies; the first 24 bytes carry the stamp (PerfTest --json-body).")
+    json_body_fields: int = Field(default=1000, ge=1, description="Distinct random fields the JSON bodies are built from (PerfTest -bfc).")
+    json_bodies: int = Field(default=100, ge=1, description="Distinct JSON bodies, used in turn (PerfTest -bc).")
+
+
+class Schedule(_Model):
+    """How each producer's sends are placed in time (docs/timing.md)."""
+
+    phase: Literal["spread", "random", "aligned"] = Field(
+        default="spread",
+        description="spread: a task's producers evenly over one send interval (default; independent clients drift "
+                    "apart like this); random: a uniform random offset each; aligned: all at the same instant "
+                    "(bursts of N producers, for burst tests; rbench before 0.2).")
 
 
 class Consumer(_Model):
@@ -124,6 +145,16 @@ class Consumer(_Model):
     message_count: int | None = Field(default=None, gt=0, description="Stop each consumer after this many messages (PerfTest -D).")
     offset: str = Field(default="first", description="Streams: first | last | next | offset:N | timestamp:MS.")
     single_active: bool = False
+    rate: float | None = Field(default=None, gt=0, description="Max msg/s per consumer, paced like processing_delay (PerfTest -R); null = unlimited.")
+    global_prefetch: int = Field(default=0, ge=0, description="basic.qos with global=true on the consumer's channel (PerfTest -Q); 0 = none.")
+    nack: bool = Field(default=False, description="Reject every message with basic.nack instead of acking it (PerfTest -na).")
+    requeue: bool = Field(default=True, description="With nack: requeue the rejected messages (PerfTest -re).")
+    arguments: dict[str, Any] = Field(default_factory=dict, description="basic.consume arguments, e.g. x-priority, x-stream-offset (PerfTest -ca, -sco).")
+    tx_size: int = Field(default=0, ge=0, description="Ack in AMQP transactions, committing every N messages; 0 = no transactions (PerfTest -n).")
+    start_delay: Seconds = Field(default=0.0, description="Consumers start this long after publishing starts (PerfTest -csd).")
+    start_interval: Seconds = Field(default=0.0, description="Within a task, consumers start this far apart (PerfTest -S: 1 s).")
+    exit_when: Literal["never", "empty", "idle"] = Field(
+        default="never", description="A consumer stops when its queue is empty or after 1 s without a message; the run ends when all have (PerfTest -ew).")
 
     @field_validator("offset")
     @classmethod
@@ -134,6 +165,40 @@ class Consumer(_Model):
         if kind in ("offset", "timestamp") and arg.isdigit():
             return value
         raise ValueError("expected first, last, next, offset:N or timestamp:MS")
+
+
+class Regress(_Model):
+    """Thresholds of `rbench regress` for this workload's nightly history (docs/history.md); flags override."""
+
+    alpha: float = Field(default=0.01, gt=0, lt=0.5,
+                         description="False-alarm rate of the same-morning gate, per series (cluster, step, metric) per night.")
+    change_point_alpha: float = Field(default=0.01, gt=0, lt=0.5,
+                                      description="Permutation-test level of each change point over the whole series.")
+    baseline_nights: int = Field(default=30, ge=5, description="At most this many nights before the recent ones are the baseline.")
+    recent_nights: int = Field(default=3, ge=1, le=10, description="Tonight and up to this many - 1 nights before it are tested.")
+    min_throughput_drop: float = Field(default=0.03, ge=0, lt=1,
+                                       description="Smallest relative throughput drop reported as a regression (0.03 = 3 %).")
+    min_latency_rise: float = Field(default=0.10, ge=0,
+                                    description="Smallest relative latency rise reported as a regression (0.10 = 10 %).")
+    metrics: list[str] | None = Field(default=None, description="steps.parquet columns to check; default rates and e2e/confirm percentiles.")
+
+
+class SizeStep(_Model):
+    """One level of a variable body size: bytes held for a duration (PerfTest -vs SIZE:SECONDS)."""
+
+    size: int = Field(ge=0)
+    duration: Seconds = Field(gt=0)
+
+
+class Progress(_Model):
+    """What the driver prints (and writes) while a run goes."""
+
+    interval: Seconds = Field(default=1.0, ge=1.0, description="Seconds per status line and CSV row (PerfTest -i).")
+    csv: str | None = Field(default=None, description="Write PerfTest's CSV columns to this file, one row per interval (PerfTest -o).")
+    format: Literal["rbench", "default", "compact"] = Field(
+        default="rbench", description="Status line: rbench's, or PerfTest's default or compact format (PerfTest -mf).")
+    id: str | None = Field(default=None, description="Test id in PerfTest-format lines and the CSV id column (PerfTest -d); default: the workload name.")
+    latency_unit: Literal["us", "ms"] = Field(default="us", description="Latency unit of PerfTest-format lines and the CSV (PerfTest -ms: ms).")
 
 
 class Workload(_Model):
@@ -154,6 +219,7 @@ class Workload(_Model):
     exchange: Exchange = Field(default_factory=Exchange)
     routing_key: str | None = Field(default=None, description="Default: the queue name.")
     publisher: Publisher = Field(default_factory=Publisher)
+    schedule: Schedule = Field(default_factory=Schedule)
     consumer: Consumer = Field(default_factory=Consumer)
     duration: Seconds | None = Field(default=None, gt=0, description="Run length (PerfTest -z) unless rate_steps set it.")
     warmup: Seconds = Field(default=0.0, description="Excluded from each step's statistics.")
@@ -161,6 +227,10 @@ class Workload(_Model):
     tasks: int | Literal["auto"] = Field(default="auto", description="Spark tasks; auto = min(queues, cores).")
     colocate: bool = Field(default=True, description="Keep a queue's producers and consumers in one task (one clock).")
     metrics_port: int | None = Field(default=None, description="Prometheus port per executor host (0 = any free); null = off.")
+    regress: Regress | None = Field(default=None, description="Thresholds for `rbench regress` (not part of the workload hash).")
+    variable_size: list[SizeStep] | None = Field(default=None, description="Body sizes cycled over time, each held for its duration (PerfTest -vs).")
+    startup_timeout: Seconds = Field(default=0.0, description="Keep retrying a broker that refuses connections this long before failing (PerfTest --servers-startup-timeout).")
+    progress: Progress = Field(default_factory=Progress)
 
     @field_validator("rate")
     @classmethod
@@ -170,7 +240,7 @@ class Workload(_Model):
         return rate
 
     @model_validator(mode="after")
-    def _consistent(self) -> "Workload":
+    def _consistent(self) -> Workload:
         names = [c.name for c in self.clusters]
         if len(set(names)) != len(names):
             raise ValueError("clusters: expected unique cluster names")

@@ -1,15 +1,13 @@
-"""Plain frozen dataclasses handed from the driver to executors.
+"""Plain frozen dataclasses: the plan of a run, handed from the coordinator to executors.
 
 pydantic stays at the YAML boundary (rbench.config.model); executors receive these
-picklable, dependency-free values so a task never re-validates or imports pydantic.
+picklable, dependency-free values so a task never re-validates or imports pydantic
+(tests/unit/test_imports.py holds the task runtime to that).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Literal
-
-Outcome = Literal["ack", "nack", "returned", "timeout", "unconfirmed"]
-OUTCOMES: tuple[str, ...] = ("ack", "nack", "returned", "timeout", "unconfirmed")
 
 
 @dataclass(frozen=True)
@@ -70,6 +68,10 @@ class PublisherSpec:
     persistent: bool = False
     message_format: Literal["amqp", "binary"] = "amqp"   # streams: AMQP 1.0 or raw body
     content_type: str | None = None
+    properties: tuple[tuple[str, Any], ...] = ()   # further basic properties (AMQP names), e.g. priority, headers
+    random_routing_key: bool = False               # a random key per message instead of routing_key
+    routing_key_cache: int = 0                     # with random_routing_key: cycle this many keys; 0 = always new
+    tx_size: int = 0                               # tx.commit every N messages; 0 = no transactions
 
 
 @dataclass(frozen=True)
@@ -86,3 +88,88 @@ class ConsumerSpec:
     single_active: bool = False                # streams: single active consumer
     message_format: Literal["amqp", "binary"] = "amqp"
     extra: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+    rate: float | None = None                  # max msg/s finished (acked) per consumer; None = unlimited
+    global_prefetch: int = 0                   # basic.qos global=true on the channel; 0 = none
+    nack: bool = False                         # basic.nack every message instead of acking it
+    requeue: bool = True                       # with nack
+    tx_size: int = 0                           # acks in transactions, tx.commit every N messages
+
+
+@dataclass(frozen=True)
+class StepWindow:
+    """A rate step relative to the run's t0: [offset_s, offset_s + duration_s)."""
+
+    index: int
+    rate: float | None          # per producer; None = unlimited
+    offset_s: float
+    duration_s: float
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """Everything one executor task needs; picklable, no pydantic."""
+
+    run_id: str
+    cluster: ClusterTarget
+    task: int
+    n_tasks: int
+    driver: str
+    topology: Topology
+    publishers: tuple[PublisherSpec, ...]
+    consumers: tuple[ConsumerSpec, ...]
+    steps: tuple[StepWindow, ...]
+    size: int
+    out_dir: str
+    message_count: int | None = None           # per producer
+    consumer_message_count: int | None = None  # per consumer
+    random_start_delay_s: float = 0.0
+    phase: str = "spread"                      # producers' phases in the task: spread | random | aligned
+    confirm_timeout_s: float | None = 30.0
+    warmup_s: float = 0.0
+    drain_timeout_s: float = 10.0
+    control: tuple[str, int] | None = None      # coordinator's progress/control endpoint
+    metrics_port: int | None = None
+    seed: int = 0
+    extra: dict[str, str] = field(default_factory=dict, hash=False, compare=False)
+    bodies: tuple[bytes, ...] = ()                      # body templates used in turn; () = zeros of `size`
+    variable_size: tuple[tuple[int, float], ...] = ()   # (size, seconds) cycled from t0; () = fixed size
+    consumer_start_delay_s: float = 0.0                 # consumers subscribe this long after t0
+    consumer_start_interval_s: float = 0.0              # and this far apart within the task
+    exit_when: str = "never"                            # never | empty | idle (see Consumer.exit_when)
+
+    @property
+    def end_offset_s(self) -> float:
+        last = self.steps[-1]
+        return last.offset_s + last.duration_s
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """One cluster's barrier stage: task i of the stage runs ``tasks[i]``."""
+
+    target: ClusterTarget
+    tasks: tuple[TaskPlan, ...]
+
+    @property
+    def name(self) -> str:
+        return self.target.name
+
+
+@dataclass(frozen=True)
+class RunPlan:
+    """A whole run, planned once (rbench.plan.plan_run); run.json, the status line and the stages read it."""
+
+    run_id: str
+    workload_name: str
+    driver: str
+    steps: tuple[StepWindow, ...]
+    producers: int
+    consumers: int
+    warmup_s: float
+    message_count: int | None
+    colocate: bool
+    clusters: tuple[ClusterPlan, ...]
+
+    def target_rate(self, step: StepWindow) -> float | None:
+        """The step's offered load over all producers, msg/s; None when unlimited."""
+        return None if step.rate is None else step.rate * self.producers

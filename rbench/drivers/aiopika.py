@@ -8,6 +8,7 @@ which is exactly why it costs ~150 µs of client CPU per message.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from typing import Any
@@ -19,7 +20,9 @@ from pamqp import commands as spec_commands
 
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
 from rbench.drivers.base import OnMessage, PublishSink
-from rbench.errors import BrokerError, ConnectError, mask_uri
+from rbench.drivers.connect import first_that_answers
+from rbench.drivers.replies import named
+from rbench.errors import BrokerError, os_error_text
 
 CONNECT_TIMEOUT_S = 8.0
 # aiormq logs connection and channel events itself; rbench reports failures once, masked
@@ -34,29 +37,27 @@ _REPLY_CODES = {
 
 
 def broker_error(exc: BaseException, doing: str) -> BrokerError:
-    """Turn an aiormq/aio-pika exception into a BrokerError carrying the reply code."""
+    """Turn an aiormq/aio-pika exception into the named BrokerError of its reply code (rbench.drivers.replies)."""
     code = next((c for cls, c in _REPLY_CODES.items() if isinstance(exc, cls)), None)
     detail = str(exc.args[0]) if exc.args else type(exc).__name__
-    return BrokerError(f"{doing}: broker closed the channel{f' with {code}' if code else ''}: {detail}", code)
+    return named(f"{doing}: broker closed the channel{f' with {code}' if code else ''}: {detail}", code, detail)
 
 
 async def connect_first(uris: tuple[str, ...], timeout: float = CONNECT_TIMEOUT_S) -> AbstractConnection:
-    """Connect to the first URI that answers; errors name every URI tried, masked."""
-    failures = []
-    for uri in uris:
-        try:
-            return await asyncio.wait_for(aio_pika.connect(uri, timeout=timeout), timeout)
-        except (aiormq.exceptions.ProbableAuthenticationError, aiormq.exceptions.AuthenticationError):
-            failures.append(f"{mask_uri(uri)}: authentication refused (user, password or vhost access)")
-        except (asyncio.TimeoutError, TimeoutError):
-            failures.append(f"{mask_uri(uri)}: no answer within {timeout:.0f} s")
-        except aiormq.exceptions.ConnectionClosed as exc:
-            failures.append(f"{mask_uri(uri)}: connection closed by broker ({exc})")
-        except OSError as exc:
-            failures.append(f"{mask_uri(uri)}: {exc.strerror or exc}")
-        except aiormq.exceptions.AMQPError as exc:
-            failures.append(f"{mask_uri(uri)}: {type(exc).__name__} {exc}")
-    raise ConnectError("cannot connect to RabbitMQ: " + "; ".join(failures))
+    """Connect to the first URI that answers (rbench.drivers.connect); errors name every URI tried, masked."""
+
+    def why(uri: str, exc: BaseException) -> str | None:
+        if isinstance(exc, (aiormq.exceptions.ProbableAuthenticationError, aiormq.exceptions.AuthenticationError)):
+            return "authentication refused (user, password or vhost access)"
+        if isinstance(exc, aiormq.exceptions.ConnectionClosed):
+            return f"connection closed by broker ({exc})"
+        if isinstance(exc, OSError):
+            return os_error_text(exc)
+        if isinstance(exc, aiormq.exceptions.AMQPError):
+            return f"{type(exc).__name__} {exc}"
+        return None
+
+    return await first_that_answers(uris, lambda uri: aio_pika.connect(uri, timeout=timeout), timeout, why)
 
 
 class AioPikaPublisher:
@@ -69,19 +70,28 @@ class AioPikaPublisher:
         self._room = asyncio.Event()
         self._room.set()
         self._window = spec.confirm_window if spec.confirm else 0
+        self._error: BrokerError | None = None
+        self._lost = 0             # publishes that failed with the channel/connection: no outcome known
         self._delivery_mode = aio_pika.DeliveryMode.PERSISTENT if spec.persistent else aio_pika.DeliveryMode.NOT_PERSISTENT
 
     async def ready(self) -> None:
-        while self._window and len(self._inflight) >= self._window:
+        while self._window and len(self._inflight) >= self._window and self._error is None:
             self._room.clear()
             await self._room.wait()
+        if self._error is not None:
+            raise self._error
 
     def publish(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
+        if self._error is not None:
+            raise self._error
         message = aio_pika.Message(bytes(payload), delivery_mode=self._delivery_mode)
         task = asyncio.get_running_loop().create_task(
             self._exchange.publish(message, self._spec.routing_key, mandatory=self._spec.mandatory))
         self._inflight.add(task)
-        task.add_done_callback(lambda t, s=seq: self._done(t, s))
+        task.add_done_callback(functools.partial(self._finished, seq))
+
+    def _finished(self, seq: int, task: asyncio.Task[Any]) -> None:
+        self._done(task, seq)
 
     def _done(self, task: asyncio.Task[Any], seq: int) -> None:
         self._inflight.discard(task)
@@ -91,6 +101,15 @@ class AioPikaPublisher:
         if task.cancelled():
             return
         exc = task.exception()
+        if exc is not None and not isinstance(exc, aiormq.exceptions.DeliveryError):
+            # the channel or connection is gone: no outcome will come for this message, and
+            # publishing on would lose every next one silently, so ready()/publish() raise from now on
+            self._lost += 1
+            if self._error is None:
+                self._error = (broker_error(exc, "publish") if isinstance(exc, aiormq.exceptions.AMQPChannelError)
+                               else BrokerError(f"publish: connection lost ({type(exc).__name__}: {exc})"))
+            self._room.set()
+            return
         if not self._spec.confirm:
             return
         if exc is None:
@@ -100,13 +119,14 @@ class AioPikaPublisher:
                 self._sink.on_confirm(seq, True, now)
             else:
                 self._sink.on_confirm(seq, isinstance(result, spec_commands.Basic.Ack), now)
-        elif isinstance(exc, aiormq.exceptions.DeliveryError):
+        else:
             self._sink.on_confirm(seq, False, now)
 
     async def drain(self, timeout: float) -> int:
+        """Outstanding after ``timeout``: still in flight, plus any lost with the connection."""
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=timeout)
-        return len(self._inflight)
+        return len(self._inflight) + self._lost
 
     async def aclose(self) -> None:
         for task in list(self._inflight):

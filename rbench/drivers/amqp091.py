@@ -13,20 +13,24 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import itertools
 import ssl
 import time
+import uuid
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from rbench.codec.amqp091 import K, PublishEncoder, encode_ack, encode_method
+from rbench.codec.amqp091 import K, PublishEncoder, encode_ack, encode_method, key
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
-from rbench.drivers.amqp091_errors import AccessRefused, AmqpError, ConnectionLost, NotAllowed
 from rbench.drivers.amqp091_protocol import FLUSH_BYTES, Channel, Connection
 from rbench.drivers.base import OnMessage, PublishSink
-from rbench.errors import BrokerError, CodecError, ConfigError, ConnectError, mask_uri
+from rbench.drivers.connect import first_that_answers
+from rbench.drivers.replies import AccessRefused, NotAllowed, PreconditionFailed
+from rbench.errors import BrokerError, CodecError, ConfigError, mask_uri, os_error_text
 
 CONNECT_TIMEOUT_S = 9.0
 ACK_LINGER_S = 0.05      # pending multi-acks are sent after this much idle time
+TX_SELECT, TX_SELECT_OK, TX_COMMIT, TX_COMMIT_OK = key(90, 10), key(90, 11), key(90, 20), key(90, 21)
 
 
 class AmqpUri:
@@ -99,42 +103,28 @@ async def _connect_one(u: AmqpUri, name: str) -> Connection:
 
 async def connect(uris: tuple[str, ...] | list[str], timeout: float = CONNECT_TIMEOUT_S,
                   name: str = "rbench") -> Connection:
-    """Connect to the first URI that answers within ``timeout`` (shared by all URIs).
+    """Connect to the first URI that answers within ``timeout`` (rbench.drivers.connect).
 
     A failure names every URI tried with its password masked and says why: refused,
     no answer, authentication refused (403) or vhost refused (530).
     """
-    if not uris:
-        raise ConfigError("no AMQP URI to connect to")
-    parsed = [AmqpUri(u) for u in uris]
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    failures: list[str] = []
-    for i, u in enumerate(parsed):
-        remaining = deadline - loop.time()
-        if remaining <= 0.05:
-            failures.append(f"{u.masked}: not tried, {timeout:.0f} s connect deadline passed")
-            continue
-        budget = max(remaining / (len(parsed) - i), min(remaining, 1.0))
-        try:
-            return await asyncio.wait_for(_connect_one(u, name), budget)
-        except asyncio.TimeoutError:
-            failures.append(f"{u.masked}: no answer within {budget:.1f} s")
-        except AccessRefused as exc:
-            failures.append(f"{u.masked}: authentication refused for user {u.user!r} (403 {exc.reply_text})")
-        except NotAllowed as exc:
-            failures.append(f"{u.masked}: vhost {u.vhost!r} refused (530 {exc.reply_text})")
-        except ConnectionLost as exc:
-            failures.append(f"{u.masked}: {exc}")
-        except AmqpError as exc:
-            failures.append(f"{u.masked}: {exc}")
-        except ssl.SSLError as exc:
-            failures.append(f"{u.masked}: TLS failed: {exc.reason or exc}")
-        except OSError as exc:
-            failures.append(f"{u.masked}: {exc.strerror or exc}")
-        except (BrokerError, CodecError) as exc:
-            failures.append(f"{u.masked}: {exc}")
-    raise ConnectError("cannot connect to RabbitMQ: " + "; ".join(failures))
+    parsed = {u: AmqpUri(u) for u in uris}       # a malformed URI is a ConfigError before any attempt
+
+    def why(uri: str, exc: BaseException) -> str | None:
+        u = parsed[uri]
+        if isinstance(exc, AccessRefused):
+            return f"authentication refused for user {u.user!r} (403 {exc.reply_text})"
+        if isinstance(exc, NotAllowed):
+            return f"vhost {u.vhost!r} refused (530 {exc.reply_text})"
+        if isinstance(exc, ssl.SSLError):
+            return f"TLS failed: {exc.reason or exc}"
+        if isinstance(exc, OSError):
+            return os_error_text(exc)
+        if isinstance(exc, (BrokerError, CodecError)):     # AmqpError and ConnectionLost among them
+            return str(exc)
+        return None
+
+    return await first_that_answers(list(uris), lambda uri: _connect_one(parsed[uri], name), timeout, why)
 
 
 class Amqp091Publisher:
@@ -153,12 +143,26 @@ class Amqp091Publisher:
         self._confirm = spec.confirm
         self._window = spec.confirm_window if spec.confirm else 0
         props: dict[str, Any] = {}
-        if spec.content_type:
-            props["content_type"] = spec.content_type
         if spec.persistent:
             props["delivery_mode"] = 2
+        props.update(spec.properties)               # PerfTest -mp: may set delivery_mode, priority, headers …
+        if spec.content_type:
+            props["content_type"] = spec.content_type
         routing_key = spec.routing_key or (spec.queue if not spec.exchange else "")
         self._enc = PublishEncoder(channel.number, spec.exchange, routing_key, spec.mandatory, props, conn.frame_max)
+        # random routing keys (PerfTest -K/-rkcs): a cycle of pre-built encoders, or a new one per message
+        self._random_keys = spec.random_routing_key
+
+        def encoder(rk: str) -> PublishEncoder:
+            return PublishEncoder(channel.number, spec.exchange, rk, spec.mandatory, props, conn.frame_max)
+
+        if spec.random_routing_key and spec.routing_key_cache:
+            cycle = itertools.cycle([encoder(str(uuid.uuid4())) for _ in range(spec.routing_key_cache)])
+            self._next_encoder = cycle.__next__
+        else:
+            self._next_encoder = lambda: encoder(str(uuid.uuid4()))
+        self._tx_size = spec.tx_size
+        self._uncommitted = 0
         self._unconfirmed: dict[int, int] = {}
         self._next_tag = 0
         self._low = 1
@@ -175,6 +179,8 @@ class Amqp091Publisher:
 
     async def ready(self) -> None:
         conn = self._conn
+        if self._tx_size and self._uncommitted >= self._tx_size:
+            await self._commit()
         while True:
             if self._error is not None:
                 raise self._error
@@ -188,7 +194,8 @@ class Amqp091Publisher:
         if self._error is not None:
             raise self._error
         conn = self._conn
-        n = self._enc.write(conn.out, payload)
+        n = (self._next_encoder() if self._random_keys else self._enc).write(conn.out, payload)
+        self._uncommitted += 1
         if self._confirm:
             self._next_tag += 1
             self._unconfirmed[self._next_tag] = seq
@@ -243,8 +250,18 @@ class Amqp091Publisher:
     def outstanding(self) -> int:
         return len(self._unconfirmed)
 
+    async def _commit(self) -> None:
+        """tx.commit what was published since the last commit (PerfTest -m)."""
+        self._uncommitted = 0
+        await self._channel.rpc(TX_COMMIT, (), (TX_COMMIT_OK,), "tx.commit")
+
     async def drain(self, timeout: float) -> int:
         self._conn.flush()
+        if self._tx_size and self._uncommitted and self._error is None:
+            try:
+                await asyncio.wait_for(self._commit(), timeout)
+            except (asyncio.TimeoutError, BrokerError):
+                pass
         if not self._confirm or not self._unconfirmed or self._error is not None:
             return len(self._unconfirmed)
         self._drained = self._conn.loop.create_future()
@@ -277,6 +294,12 @@ class Amqp091Consumer:
         self._every = max(spec.multi_ack_every, 1)
         self._multiple = self._every > 1
         self._delay_ns = spec.processing_delay_us * 1000
+        if spec.rate:          # PerfTest -R: a consumer finishes at most `rate` messages per second
+            self._delay_ns = max(self._delay_ns, int(1e9 / spec.rate))
+        self._nack = spec.nack
+        self._tx_size = spec.tx_size
+        self._acked_since_commit = 0
+        self._commits: set[asyncio.Task[None]] = set()
         self._pending = 0
         self._last_tag = 0
         self._acked_tag = 0
@@ -296,6 +319,11 @@ class Amqp091Consumer:
         spec, ch = self._spec, self._channel
         if spec.prefetch:
             await ch.rpc(K.BASIC_QOS, (0, spec.prefetch, False), (K.BASIC_QOS_OK,), f"basic.qos {spec.prefetch}")
+        if spec.global_prefetch:
+            await ch.rpc(K.BASIC_QOS, (0, spec.global_prefetch, True), (K.BASIC_QOS_OK,),
+                         f"basic.qos {spec.global_prefetch} global")
+        if spec.tx_size and not spec.auto_ack:
+            await ch.rpc(TX_SELECT, (), (TX_SELECT_OK,), "tx.select")
         self._conn.reader.set_deliver_handler(ch.number, self._on_deliver)
         if self._delay_ns and not self._auto_ack:
             self._worker = self._conn.loop.create_task(self._work_loop())
@@ -338,11 +366,30 @@ class Amqp091Consumer:
         self._pending = 0
         if self._channel.error is not None or self._last_tag <= self._acked_tag:
             return
+        covered = self._last_tag - self._acked_tag
         self._acked_tag = self._last_tag
         conn = self._conn
-        conn.out += encode_ack(self._channel.number, self._last_tag, self._multiple)
+        if self._nack:
+            conn.out += encode_method(self._channel.number, K.BASIC_NACK,
+                                      (self._last_tag, self._multiple, self._spec.requeue))
+        else:
+            conn.out += encode_ack(self._channel.number, self._last_tag, self._multiple)
         if conn._flush_handle is None:
             conn.schedule_flush()
+        if self._tx_size:
+            self._acked_since_commit += covered
+            if self._acked_since_commit >= self._tx_size:
+                self._acked_since_commit = 0
+                task = conn.loop.create_task(self._commit())
+                self._commits.add(task)
+                task.add_done_callback(self._commits.discard)
+
+    async def _commit(self) -> None:
+        """tx.commit the acks sent since the last commit (PerfTest -n)."""
+        try:
+            await self._channel.rpc(TX_COMMIT, (), (TX_COMMIT_OK,), "tx.commit")
+        except BrokerError:
+            pass            # the channel closed; the consumer's own error path reports it
 
     def _linger_ack(self) -> None:
         self._linger = None
@@ -393,6 +440,12 @@ class Amqp091Consumer:
             if self._last_tag > self._acked_tag:
                 self._multiple = True      # one ack covering every delivered tag
                 self._send_ack()
+            if self._tx_size and self._acked_since_commit:
+                self._acked_since_commit = 0
+                try:
+                    await asyncio.wait_for(self._commit(), 5)
+                except asyncio.TimeoutError:
+                    pass
         self._conn.flush()
         await ch.close()
 
@@ -425,9 +478,19 @@ class Amqp091Driver:
         ch = await self.connection.channel()
         try:
             if topology.exchange and not topology.exchange.startswith("amq."):
-                await ch.rpc(K.EXCHANGE_DECLARE, (0, topology.exchange, topology.exchange_type, False,
-                                                  topology.exchange_durable, False, False, False, {}),
-                             (K.EXCHANGE_DECLARE_OK,), f"declare exchange {topology.exchange!r}")
+                try:
+                    await ch.rpc(K.EXCHANGE_DECLARE, (0, topology.exchange, topology.exchange_type, False,
+                                                      topology.exchange_durable, False, False, False, {}),
+                                 (K.EXCHANGE_DECLARE_OK,), f"declare exchange {topology.exchange!r}")
+                except PreconditionFailed as exc:
+                    # the exchange exists and differs only in durability (PerfTest declares its exchange
+                    # non-durable, older rbench runs durable): it routes the same, so use it as it is
+                    if "inequivalent arg 'durable'" not in exc.reply_text:
+                        raise
+                    ch = await self.connection.channel()
+                    await ch.rpc(K.EXCHANGE_DECLARE, (0, topology.exchange, topology.exchange_type, True,
+                                                      topology.exchange_durable, False, False, False, {}),
+                                 (K.EXCHANGE_DECLARE_OK,), f"declare exchange {topology.exchange!r} (passive)")
             for q in topology.queues:
                 await ch.rpc(K.QUEUE_DECLARE, (0, q.name, False, q.durable, q.exclusive, q.auto_delete, False,
                                                dict(q.arguments)),
@@ -445,7 +508,7 @@ class Amqp091Driver:
         try:
             _, args = await ch.rpc(K.QUEUE_DECLARE, (0, name, passive, durable, False, False, False, arguments or {}),
                                    (K.QUEUE_DECLARE_OK,), f"declare queue {name!r}")
-            return args
+            return (str(args[0]), int(args[1]), int(args[2]))
         finally:
             await ch.close()
 
@@ -470,6 +533,8 @@ class Amqp091Driver:
         ch = await conn.channel()
         if spec.confirm:
             await ch.rpc(K.CONFIRM_SELECT, (False,), (K.CONFIRM_SELECT_OK,), "confirm.select")
+        if spec.tx_size:
+            await ch.rpc(TX_SELECT, (), (TX_SELECT_OK,), "tx.select")
         return Amqp091Publisher(conn, ch, spec, sink)
 
     async def consumer(self, spec: ConsumerSpec, on_message: OnMessage) -> Amqp091Consumer:

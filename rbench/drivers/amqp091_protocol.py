@@ -28,7 +28,7 @@ from rbench.codec.amqp091 import (
     encode_method,
     method_name,
 )
-from rbench.drivers.amqp091_errors import AmqpError, ConnectionLost, error_for
+from rbench.drivers.replies import AmqpError, ConnectionLost, error_for
 from rbench.errors import BrokerError, CodecError
 
 log = logging.getLogger(__name__)
@@ -45,7 +45,7 @@ class Channel:
     (expected reply keys, future, description) is all the bookkeeping needed.
     """
 
-    def __init__(self, conn: "Connection", number: int) -> None:
+    def __init__(self, conn: Connection, number: int) -> None:
         self.conn = conn
         self.number = number
         self.error: BaseException | None = None
@@ -69,7 +69,7 @@ class Channel:
         """Send a synchronous method and wait for its reply: (key, args)."""
         if self.error is not None:
             raise self.error
-        fut: asyncio.Future[Any] = self.conn.loop.create_future()
+        fut: asyncio.Future[tuple[int, Any]] = self.conn.loop.create_future()
         description = doing or method_name(key)
         self._rpcs.append((expect, fut, description))
         self._last_doing = description

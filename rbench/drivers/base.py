@@ -16,7 +16,8 @@ Outcomes come back through the ``PublishSink`` the runtime handed in: one
 from __future__ import annotations
 
 import importlib
-from typing import Callable, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Protocol, runtime_checkable
 
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
 from rbench.errors import ConfigError

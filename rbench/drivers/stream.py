@@ -28,15 +28,18 @@ import asyncio
 import functools
 import logging
 import struct
-from typing import Any
+from typing import Any, cast
 
 from rstream import schema
 from rstream.constants import OffsetType
 
+from rbench.codec._stream import PUBLISH_HEADER_SIZE, PublishFrame, confirm_each
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, QueueDecl, Topology
 from rbench.drivers.base import OnMessage, PublishSink
-from rbench.codec._stream import PUBLISH_HEADER_SIZE, PublishFrame, confirm_each
+from rbench.drivers.connect import first_that_answers
+from rbench.drivers.replies import PreconditionFailed
 from rbench.drivers.stream_wire import (
+    CONNECT_TIMEOUT_S,
     StreamProtocol,
     credit_frame,
     decode_amqp_data,
@@ -182,7 +185,7 @@ class StreamPublisher:
             return
         frame = self._frame.take()
         self._published += count
-        if self._error is None:
+        if self._error is None and frame is not None:
             self._proto.write(frame)
 
     def _wake(self) -> None:
@@ -193,7 +196,8 @@ class StreamPublisher:
                 w.set_result(None)
 
     async def _wait(self) -> None:
-        if self._waiter is None:
+        # a waiter left cancelled by a cancelled ready() (asyncio.wait_for) must not fail the next wait
+        if self._waiter is None or self._waiter.done():
             self._waiter = self._loop.create_future()
         await self._waiter
 
@@ -231,7 +235,7 @@ class StreamPublisher:
             left = deadline - self._loop.time()
             if left <= 0:
                 break
-            if self._waiter is None:
+            if self._waiter is None or self._waiter.done():
                 self._waiter = self._loop.create_future()
             timer = self._loop.call_later(left, self._wake)
             try:
@@ -267,7 +271,7 @@ class StreamConsumer:
         self._amqp = spec.message_format == "amqp"
         self._offset_kind, self._offset_value = parse_offset(spec.offset)
         # offset:N: the broker starts at the chunk holding N; skip what comes before N
-        self._skip_below = self._offset_value if self._offset_kind == int(OffsetType.OFFSET) else 0
+        self._skip_below: int = cast(int, self._offset_value) if self._offset_kind == int(OffsetType.OFFSET) else 0
         self._credit_frame = credit_frame(subscription_id, 1)
         self.next_offset: int | None = None
         self.active = not spec.single_active
@@ -278,7 +282,8 @@ class StreamConsumer:
     def on_chunk(self, data: bytes, pos: int, end: int) -> None:
         t = now_ns()
         first, _ts, records = iter_records(data, pos, end)
-        skip = self._skip_below - first
+        records = cast(Any, records)
+        skip = self._skip_below - int(first or 0)
         on_message = self._on_message
         mv = memoryview(data)
         if self._amqp:
@@ -346,15 +351,17 @@ class StreamDriver:
         """Connect the locator to the first stream URI that answers."""
         self._uris = stream_uris(target)
         self._amqp_uris = tuple(u for u in target.uris if u.startswith("amqp"))
-        failures: list[str] = []
-        for uri in self._uris:
-            try:
-                self._locator, self._server = await open_connection(uri, "rbench-locator")
-                self._uri = uri
-                return
-            except ConnectError as exc:
-                failures.append(str(exc))
-        raise ConnectError("; ".join(failures))
+
+        async def open_one(uri: str) -> str:
+            self._locator, self._server = await open_connection(uri, "rbench-locator", timeout=CONNECT_TIMEOUT_S)
+            return uri
+
+        def why(uri: str, exc: BaseException) -> str | None:
+            return getattr(exc, "reason", str(exc)) if isinstance(exc, ConnectError) else None
+
+        # open_connection bounds each handshake itself; the shared deadline covers every URI
+        self._uri = await first_that_answers(self._uris, open_one, CONNECT_TIMEOUT_S * len(self._uris) + 1, why,
+                                             "RabbitMQ streams")
 
     def _loc(self) -> StreamProtocol:
         if self._locator is None:
@@ -383,41 +390,39 @@ class StreamDriver:
         args = create_arguments(queue)
         loc = self._loc()
         props = [schema.Property(k, v) for k, v in args.items()]
-        resp = await loc.request(schema.Create(loc.next_corr(), stream=queue.name, arguments=props),
+        resp: Any = await loc.request(schema.Create(loc.next_corr(), stream=queue.name, arguments=props),
                                  f"create stream {queue.name!r}", ok_codes=(1, 5, 17))
         if resp.response_code == 17:
-            raise BrokerError(f"declare stream {queue.name!r}: it already exists with other arguments "
-                              f"(PRECONDITION_FAILED; wanted {args or 'no arguments'}); delete it or "
-                              "declare it as it is", 406)
+            raise PreconditionFailed(f"declare stream {queue.name!r}: it already exists with other arguments "
+                                     f"(PRECONDITION_FAILED; wanted {args or 'no arguments'}); delete it or "
+                                     "declare it as it is", 406)
         if resp.response_code == 1:
             return True
         await self._check_equivalent(queue)
         return False
 
     async def _check_equivalent(self, queue: QueueDecl) -> None:
+        """queue.declare of the same arguments over rbench's own AMQP 0.9.1 driver: 406 when they differ."""
         if not self._amqp_uris:
             log.warning("stream %s exists; no AMQP URI to check its arguments", queue.name)
             return
-        import aiormq
+        from rbench.drivers.amqp091 import Amqp091Driver
 
-        conn = None
+        amqp = Amqp091Driver()
         try:
-            conn = await asyncio.wait_for(aiormq.connect(self._amqp_uris[0]), 10)
-            channel = await conn.channel()
-            await channel.queue_declare(queue.name, durable=True, arguments=dict(queue.arguments))
-        except aiormq.exceptions.ChannelPreconditionFailed as exc:
-            detail = str(exc.args[0]) if exc.args else "inequivalent arguments"
-            raise BrokerError(f"declare stream {queue.name!r}: it already exists with other arguments "
-                              f"(PRECONDITION_FAILED: {detail})", 406) from None
-        except (OSError, asyncio.TimeoutError, aiormq.exceptions.AMQPError) as exc:
-            log.warning("stream %s exists; could not check its arguments over AMQP: %s",
-                        queue.name, type(exc).__name__)
+            await asyncio.wait_for(amqp.open(ClusterTarget(name="stream-check", uris=self._amqp_uris)), 10)
+            await amqp.queue_declare(queue.name, durable=True, arguments=dict(queue.arguments))
+        except PreconditionFailed as exc:
+            raise PreconditionFailed(f"declare stream {queue.name!r}: it already exists with other arguments "
+                                     f"(PRECONDITION_FAILED: {exc.reply_text or 'inequivalent arguments'})",
+                                     406, exc.reply_text) from None
+        except (OSError, asyncio.TimeoutError, BrokerError) as exc:
+            log.warning("stream %s exists; could not check its arguments over AMQP: %s", queue.name, type(exc).__name__)
         finally:
-            if conn is not None:
-                try:
-                    await conn.close()
-                except Exception:
-                    pass
+            try:
+                await asyncio.wait_for(amqp.aclose(), 5)
+            except Exception:
+                pass
 
     async def delete_streams(self, names: list[str]) -> None:
         """Delete streams (missing ones are fine): test and scenario clean-up."""
@@ -429,7 +434,7 @@ class StreamDriver:
     async def _leader(self, stream: str) -> tuple[str, int] | None:
         """(host, port) of the stream leader when it is not the node the locator talks to."""
         loc = self._loc()
-        resp = await loc.request(schema.Metadata(loc.next_corr(), streams=[stream]), f"metadata of {stream!r}")
+        resp: Any = await loc.request(schema.Metadata(loc.next_corr(), streams=[stream]), f"metadata of {stream!r}")
         meta = resp.metadata[0]
         if meta.response_code != 1:
             from rbench.drivers.stream_wire import response_error

@@ -26,7 +26,7 @@ import struct
 import time
 import zlib
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 from urllib.parse import unquote, urlsplit
 
 from rstream import exceptions as rs_exc
@@ -34,7 +34,8 @@ from rstream import schema
 from rstream.client import Client
 from rstream.encoding import decode_frame, encode_frame
 
-from rbench.errors import BrokerError, ConfigError, ConnectError, mask_uri
+from rbench.drivers.replies import named
+from rbench.errors import BrokerError, ConfigError, ConnectError, mask_uri, os_error_text
 
 log = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ RESPONSE_CODES: dict[int, tuple[str, int | None]] = {
 def response_error(code: int, doing: str) -> BrokerError:
     """A BrokerError naming the stream response code and its AMQP-style reply code."""
     name, reply = RESPONSE_CODES.get(code, (f"response code {code}", None))
-    return BrokerError(f"{doing}: broker answered {name} ({code})", reply)
+    return named(f"{doing}: broker answered {name} ({code})", reply, name)
 
 
 # ---------------------------------------------------------------- URIs
@@ -116,7 +117,7 @@ def stream_uri_from_amqp(uri: str, port: int = DEFAULT_PORT) -> str:
     """
     try:
         parts = urlsplit(uri)
-        parts.port
+        _ = parts.port             # urlsplit checks the port only when asked
     except ValueError:
         raise ConfigError(f"uri: cannot parse {mask_uri(uri)}") from None
     if parts.scheme not in ("amqp", "amqps"):
@@ -216,7 +217,7 @@ class StreamProtocol(asyncio.Protocol):
         for s in list(self.subscribers.values()):
             s.on_connection_lost(err)
 
-    def data_received(self, data: bytes) -> None:  # type: ignore[override]
+    def data_received(self, data: bytes) -> None:
         if self._pending:
             self._pending.append(data)
             self._pending_len += len(data)
@@ -384,23 +385,25 @@ async def open_connection(uri: str, name: str, timeout: float = CONNECT_TIMEOUT_
     if host_port is not None:
         host, port = host_port
     where = mask_uri(uri) if host_port is None else f"{host}:{port} (leader, credentials of {mask_uri(uri)})"
+    def failed(detail: str, code: int | None = None) -> ConnectError:
+        exc = ConnectError(f"cannot connect to RabbitMQ streams at {where}: {detail}", code)
+        exc.reason = detail        # type: ignore[attr-defined]  # what rbench.drivers.connect lists per URI
+        return exc
+
     try:
         client = await asyncio.wait_for(_handshake(host, port, user, password, vhost, name), timeout)
     except (asyncio.TimeoutError, TimeoutError):
-        raise ConnectError(f"cannot connect to RabbitMQ streams at {where}: no answer within {timeout:.0f} s") from None
+        raise failed(f"no answer within {timeout:.0f} s") from None
     except (rs_exc.AuthenticationFailure, rs_exc.SASLError, rs_exc.SASLMechanismNotSupported):
-        raise ConnectError(f"cannot connect to RabbitMQ streams at {where}: authentication refused "
-                           "(user or password)", 403) from None
+        raise failed("authentication refused (user or password)", 403) from None
     except rs_exc.ServerError as exc:
         code = getattr(exc, "code", None)
-        raise ConnectError(f"cannot connect to RabbitMQ streams at {where}: "
-                           f"{RESPONSE_CODES.get(code, (type(exc).__name__,))[0]} (vhost {vhost!r})",
-                           RESPONSE_CODES.get(code, ("", None))[1]) from None
+        name, reply = RESPONSE_CODES.get(code, (type(exc).__name__, None)) if isinstance(code, int) else (type(exc).__name__, None)
+        raise failed(f"{name} (vhost {vhost!r})", reply) from None
     except (OSError, ConnectionError) as exc:
-        detail = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
-        raise ConnectError(f"cannot connect to RabbitMQ streams at {where}: {detail}") from None
+        raise failed(os_error_text(exc) if isinstance(exc, OSError) else str(exc) or type(exc).__name__) from None
     except Exception as exc:   # rstream wraps odd handshakes (closed socket mid-SASL) in ValueError etc.
-        raise ConnectError(f"cannot connect to RabbitMQ streams at {where}: {type(exc).__name__}") from None
+        raise failed(type(exc).__name__) from None
     # take the socket over from rstream: stop its reader and heartbeat tasks, keep what it had read
     await client.stop_task("heartbeat_sender")
     await client.stop_task("listener")
@@ -413,7 +416,7 @@ async def open_connection(uri: str, name: str, timeout: float = CONNECT_TIMEOUT_
     proto.rstream_client = client  # type: ignore[attr-defined]
     proto.frame_max = client.frame_max  # type: ignore[attr-defined]
     proto.attach(transport, leftover, client._heartbeat)  # type: ignore[arg-type]
-    transport.resume_reading()
+    cast(asyncio.Transport, transport).resume_reading()
     return proto, dict(client.server_properties or {})
 
 

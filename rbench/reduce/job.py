@@ -15,12 +15,12 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from rbench.conventions import STALE_MEANING, STEP_NUMBERING, shown_step, stale_note
 from rbench.errors import ConfigError, SinkError
 from rbench.reduce import costs as costmod
 from rbench.reduce import leaderboard as lb
 from rbench.reduce.load import check_same_workload, load_samples, read_run
 from rbench.reduce.stats import LATENCIES, PERCENTILE_METHOD, reduce_samples
+from rbench.samples.conventions import STALE_MEANING, STEP_NUMBERING, shown_step, stale_note
 
 RATE_METHOD = ("achieved rate = rows whose t_sent (publish) / t_confirmed with outcome ack (confirm) / t_received (consume, "
                "stale deliveries excluded) falls inside the step's measurement window [start + warm-up, end), any step tag, "
@@ -67,7 +67,7 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
     check_same_workload([read_run(d) for d in run_dirs], force)   # bad input fails before a JVM starts
     out_dir = Path(out) if out is not None else Path(run_dirs[0]) / "report"
     if session is None:
-        from rbench.sparkglue import local_session
+        from rbench.spark import local_session
         session = local_session(master, app_name="rbench-reduce")
     samples = load_samples(session, list(run_dirs), force=force)
     cluster_entries = [c for r in samples.runs for c in r.clusters]
@@ -141,7 +141,7 @@ def _meta(runs: list[Any], board: dict[str, Any]) -> dict[str, Any]:
 
 def _for_people(steps: pa.Table) -> pa.Table:
     """steps.csv is opened by people next to the report, so its ``step`` counts from 1 like the report;
-    steps.parquet keeps the 0-based index of the samples for programs (rbench.conventions)."""
+    steps.parquet keeps the 0-based index of the samples for programs (rbench.samples.conventions)."""
     i = steps.schema.get_field_index("step")
     shown = pa.array([shown_step(s) for s in steps.column("step").to_pylist()], pa.int32())
     return steps.set_column(i, "step", shown)

@@ -9,7 +9,6 @@ everything it skipped as a note that ends up in the report.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -19,13 +18,13 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 from pyspark.sql.pandas.types import from_arrow_schema
 
-from rbench.conventions import shown_step
 from rbench.errors import SinkError
-from rbench.runtime import recorder
+from rbench.samples import layout, schema
+from rbench.samples.conventions import shown_step
 
-# the run's Parquet contract, as the recorder writes it (one definition, rbench.runtime.recorder)
-PUBLISHED_SCHEMA = from_arrow_schema(recorder.PUBLISHED_SCHEMA)
-CONSUMED_SCHEMA = from_arrow_schema(recorder.CONSUMED_SCHEMA)
+# the run's Parquet contract, as the recorder writes it (one definition, rbench.samples.schema)
+PUBLISHED_SCHEMA = from_arrow_schema(schema.PUBLISHED_SCHEMA)
+CONSUMED_SCHEMA = from_arrow_schema(schema.CONSUMED_SCHEMA)
 WINDOWS_SCHEMA = T.StructType([
     T.StructField("run_id", T.StringType()), T.StructField("cluster", T.StringType()),
     T.StructField("step", T.IntegerType()), T.StructField("target_rate", T.DoubleType()),
@@ -33,8 +32,6 @@ WINDOWS_SCHEMA = T.StructType([
     T.StructField("meas_start_ns", T.LongType()), T.StructField("window_s", T.DoubleType()),
     T.StructField("warmup_s", T.DoubleType()), T.StructField("t0_ns", T.LongType()),
 ])
-_TASK = re.compile(r"^task-(\d+)$")
-_ATTEMPT = re.compile(r"^attempt-(\d+)$")
 
 
 @dataclass
@@ -121,48 +118,7 @@ def check_same_workload(runs: list[RunMeta], force: bool = False) -> list[str]:
 
 def committed_parts(run: RunMeta, kind: str) -> tuple[list[str], list[str]]:
     """Part files of the last committed attempt of every (cluster, task), and notes on the rest."""
-    notes: list[str] = []
-    files: list[str] = []
-    root = run.run_dir / kind
-    names = [c.get("name") for c in run.clusters]
-    if not root.is_dir():
-        notes.append(f"{run.run_id}: no {kind}/ directory (no {kind} samples at all)")
-        return files, notes
-    for cdir in sorted(p for p in root.iterdir() if p.is_dir()):
-        if cdir.name not in names:
-            notes.append(f"{run.run_id}: {kind}/{cdir.name} is not a cluster in run.json; ignored")
-            continue
-        for tdir in sorted(p for p in cdir.iterdir() if p.is_dir() and _TASK.match(p.name)):
-            attempts = sorted(((int(m.group(1)), p) for p in tdir.iterdir() if p.is_dir() and (m := _ATTEMPT.match(p.name))),
-                              key=lambda x: x[0])
-            committed = [(a, p) for a, p in attempts if (p / "_COMMITTED").is_file()]
-            uncommitted = [a for a, p in attempts if not (p / "_COMMITTED").is_file()]
-            if uncommitted:
-                notes.append(f"{run.run_id}: {kind}/{cdir.name}/{tdir.name}: uncommitted attempt(s) {uncommitted} ignored")
-            if not committed:
-                notes.append(f"{run.run_id}: {kind}/{cdir.name}/{tdir.name}: no committed attempt; its rows are missing")
-                continue
-            attempt, adir = committed[-1]
-            if len(committed) > 1:
-                notes.append(f"{run.run_id}: {kind}/{cdir.name}/{tdir.name}: superseded attempt(s) "
-                             f"{[a for a, _ in committed[:-1]]} ignored, attempt {attempt} used")
-            marker = _read_marker(adir / "_COMMITTED")
-            if marker.get("interrupted"):
-                notes.append(f"{run.run_id}: {kind}/{cdir.name}/{tdir.name}: attempt {attempt} was interrupted (partial rows)")
-            parts = sorted(adir.glob("part-*.parquet"))
-            if isinstance(marker.get("parts"), int) and marker["parts"] != len(parts):
-                notes.append(f"{run.run_id}: {kind}/{cdir.name}/{tdir.name}: _COMMITTED lists {marker['parts']} parts, "
-                             f"{len(parts)} found")
-            files.extend(str(p) for p in parts)
-    return files, notes
-
-
-def _read_marker(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text() or "{}")
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
+    return layout.committed_parts(run.run_dir, run.run_id, kind, [str(c.get("name")) for c in run.clusters])
 
 
 def verify_parquet(files: list[str]) -> None:
@@ -186,10 +142,14 @@ def windows_frame(spark: SparkSession, runs: list[RunMeta]) -> tuple[DataFrame, 
             t0 = c.get("t0_ns")
             for s in c.get("steps") or []:
                 start, end = s.get("start_ns"), s.get("end_ns")
+                where = f"{run.run_id}: cluster {c.get('name')} step {shown_step(s.get('step', 0))}"
                 if start is None or end is None:
-                    notes.append(f"{run.run_id}: cluster {c.get('name')} step {shown_step(s.get('step', 0))} never started "
-                                 f"(no window in run.json)")
+                    why = f" (the load stopped before it: {s['cut_by']})" if s.get("cut_by") else " (no window in run.json)"
+                    notes.append(f"{where} not run{why}")
                     continue
+                if s.get("status") == "cut":
+                    notes.append(f"{where} cut after {(end - start) / 1e9:.1f} s of its planned {s.get('duration_s', 0):g} s "
+                                 f"({s.get('cut_by')}): its rates are over the {(end - start) / 1e9:.1f} s it ran")
                 meas = int(start + run.warmup_s * 1e9)
                 window_s = (end - meas) / 1e9
                 if window_s <= 0:

@@ -37,13 +37,13 @@ def bucket_of(v: Column) -> Column:
     return (F.signum(v) * F.floor(F.log1p(F.abs(v)) * F.lit(BUCKETS_PER_E))).cast("long")
 
 
-def _locate(hist: list[dict[str, Any]], keys: list[str], percentiles: tuple[float, ...]) -> tuple[dict[tuple, dict[str, Any]], list[tuple]]:
+def _locate(hist: list[dict[str, Any]], keys: list[str], percentiles: tuple[float, ...]) -> tuple[dict[tuple[Any, ...], dict[str, Any]], list[tuple[Any, ...]]]:
     """Per group: n, max and, per percentile, (rank0, rank1, frac); plus the (group, bucket, inrank, rank) to fetch."""
-    by_group: dict[tuple, list[tuple[int, int, int]]] = defaultdict(list)
+    by_group: dict[tuple[Any, ...], list[tuple[int, int, int]]] = defaultdict(list)
     for r in hist:
         by_group[tuple(r[k] for k in keys)].append((r["b"], r["c"], r["bmax"]))
-    groups: dict[tuple, dict[str, Any]] = {}
-    fetch: set[tuple] = set()
+    groups: dict[tuple[Any, ...], dict[str, Any]] = {}
+    fetch: set[tuple[Any, ...]] = set()
     for g, buckets in by_group.items():
         buckets.sort()
         n = sum(c for _, c, _ in buckets)
@@ -93,23 +93,23 @@ def exact_percentiles(values: DataFrame, keys: list[str], percentiles: tuple[flo
     picked = vals.join(F.broadcast(wanted), on=[*keys, "b"], how="left_semi").toArrow()
     cols = {k: picked.column(k).to_pylist() for k in [*keys, "b"]}
     vcol = picked.column("v").to_numpy()
-    per_bucket: dict[tuple, list[int]] = defaultdict(list)
+    per_bucket: dict[tuple[Any, ...], list[int]] = defaultdict(list)
     for i in range(picked.num_rows):
         per_bucket[tuple(cols[k][i] for k in [*keys, "b"])].append(i)
-    at: dict[tuple, int] = {}
-    sorted_cache: dict[tuple, Any] = {}
+    at: dict[tuple[Any, ...], int] = {}
+    sorted_cache: dict[tuple[Any, ...], Any] = {}
     for *g, b, inrank, rank in fetch:
         kb = (*g, b)
         if kb not in sorted_cache:
             sorted_cache[kb] = np.sort(vcol[per_bucket[kb]])
         at[(*g, rank)] = int(sorted_cache[kb][inrank])
-    rows = []
-    for g, info in groups.items():
-        qs = []
+    rows: list[Any] = []
+    for gk, info in groups.items():
+        qs: list[Any] = []
         for r0, r1, frac in info["plan"]:
-            v0, v1 = at[(*g, r0)], at[(*g, r1)]
+            v0, v1 = at[(*gk, r0)], at[(*gk, r1)]
             qs.append(v0 + frac * (v1 - v0))
-        rows.append((*g, info["n"], info["vmax"], *qs))
+        rows.append((*gk, info["n"], info["vmax"], *qs))
     return spark.createDataFrame(rows, out_schema)
 
 

@@ -36,7 +36,8 @@ How it is computed (docs/reduce.md; nothing large leaves Spark):
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -45,6 +46,7 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from rbench.reduce.percentiles import bucket_of, finish_ranks, plan_ranks
+from rbench.samples.schema import MAY_BE_DELIVERED, OUTCOMES
 
 PERCENTILES: tuple[float, ...] = (0.5, 0.75, 0.95, 0.99, 0.999)
 PCT_NAMES: tuple[str, ...] = ("p50", "p75", "p95", "p99", "p999")
@@ -52,14 +54,16 @@ LATENCIES: dict[str, str] = {
     "e2e": "end-to-end latency from intended send time: t_received - t_intended",
     "e2e_sent": "end-to-end latency from actual send time: t_received - t_sent",
     "confirm": "publisher-confirm latency: t_confirmed - t_sent (outcomes with a confirm)",
+    "send_lag": "send lateness of the generator: t_sent - t_intended (how much of the end-to-end latency is the "
+                "load generator's own; 0 for unlimited rate, where t_intended = t_sent)",
 }
 PERCENTILE_METHOD = ("exact over every measured message: linear interpolation between the two closest ranks "
                      "(numpy 'linear', Spark percentile(), DuckDB quantile_cont), selected with numpy.partition in one "
                      "Spark task per cluster (rbench.reduce.stats.step_latencies); rank error 0")
 KEY = ["run_id", "cluster", "step"]
-OUTCOMES = ("ack", "nack", "returned", "timeout", "unconfirmed")
-OUTCOME_COLS = ("acked", "nacked", "returned", "timeout", "unconfirmed")
-METRICS = tuple(LATENCIES)                     # e2e, e2e_sent, confirm: latency group = gid * 3 + index
+OUTCOME_COLS = ("acked", "nacked", "returned", "timeout", "unconfirmed")   # steps columns, one per OUTCOMES entry
+assert len(OUTCOME_COLS) == len(OUTCOMES)
+METRICS = tuple(LATENCIES)                     # e2e, e2e_sent, confirm, send_lag: index into ranks[(gid, index)]
 TL_PCTS: tuple[float, ...] = (0.5, 0.99)
 
 # kinds of counting-pass entries: k = kind << 48 | id
@@ -170,7 +174,7 @@ def entries(samples: Any, plan: Plan, what: str) -> DataFrame | None:
             frames.append(e.where(F.col("k").isNotNull() & F.col("b").isNotNull()))
     if not frames:
         return None
-    out = frames[0]
+    out: DataFrame = frames[0]
     for f in frames[1:]:
         out = out.unionByName(f)
     return out
@@ -216,7 +220,7 @@ def _counts(hist: pa.Table, kind: int) -> dict[tuple[int, int], int]:
 
 
 def step_latencies(samples: Any, plan: Plan) -> dict[tuple[int, int], dict[str, Any]]:
-    """Exact percentiles of the three latencies of every step: one Spark task per (run, cluster, side) reads
+    """Exact percentiles of the latencies (LATENCIES) of every step: one Spark task per (run, cluster, side) reads
     that cluster's part files (only the time columns) with pyarrow and selects the ranks with numpy
     (``np.partition``), so a step's values are in one worker and nothing is shuffled or sorted."""
     units = []
@@ -243,7 +247,7 @@ def _unit_latencies(unit: tuple[str, list[str], list[tuple[int, int, int, int]],
     if kind == "consumed":
         cols, metrics = ["step", "t_intended", "t_sent", "t_received"], [(0, "t_received", "t_intended"), (1, "t_received", "t_sent")]
     else:
-        cols, metrics = ["step", "t_intended", "t_sent", "t_confirmed"], [(2, "t_confirmed", "t_sent")]
+        cols, metrics = ["step", "t_intended", "t_sent", "t_confirmed"], [(2, "t_confirmed", "t_sent"), (3, "t_sent", "t_intended")]
     tbl = pq.read_table(files, columns=cols)
     arr = {c: tbl.column(c).fill_null(0).to_numpy() for c in cols}
     ok = {c: ~tbl.column(c).is_null().to_numpy(zero_copy_only=False) if tbl.column(c).null_count else None for c in cols}
@@ -295,8 +299,8 @@ def latency_table(samples: Any, plan: Plan, ranks: dict[tuple[int, int], dict[st
 
 
 def latency_percentiles(samples: Any) -> list[dict[str, Any]]:
-    """Exact p50 p75 p95 p99 p99.9 and max (ms) of the three latencies of measured messages, one dict per step
-    of run.json (run_id, cluster, step, ``{e2e,e2e_sent,confirm}_{p50,…,max}_ms``), in (run, cluster, step) order."""
+    """Exact p50 p75 p95 p99 p99.9 and max (ms) of the latencies (LATENCIES) of measured messages, one dict per step
+    of run.json (run_id, cluster, step, ``{e2e,e2e_sent,confirm,send_lag}_{p50,…,max}_ms``), in (run, cluster, step) order."""
     plan = Plan(samples.window_rows)
     lat = latency_table(samples, plan, step_latencies(samples, plan))
     rows = [{"run_id": r[0], "cluster": r[1], "step": r[2], **lat[gid]} for gid, r in enumerate(plan.rows)]
@@ -325,7 +329,7 @@ def message_pass(samples: Any, plan: Plan) -> dict[int, dict[str, int]]:
         if rc is None:
             continue
         gm = plan.gid_measured(rc)
-        frames.append(df.where(F.col("outcome").isin("ack", "unconfirmed")).select(
+        frames.append(df.where(F.col("outcome").isin(*MAY_BE_DELIVERED)).select(
             F.lit(0).cast("byte").alias("src"), F.lit(rc).alias("rc"), "producer", F.lit(None).cast("string").alias("queue"),
             "seq", F.lit(None).cast("long").alias("t"), F.lit(None).cast("long").alias("gt"), gm.alias("gm"))
             .where(F.col("gm").isNotNull()))
@@ -482,11 +486,10 @@ def reduce_samples(samples: Any) -> tuple[DataFrame, DataFrame, list[dict[str, A
              "deliveries": cnt[DELIV].get((gid, 0), 0) + cnt[DELIV].get((gid, 1), 0), "redelivered": cnt[DELIV].get((gid, 1), 0),
              "reordered": m.get("reordered", 0), "consumed_unique": m.get("consumed_unique", 0),
              "duplicated": m.get("duplicated", 0), "lost": m.get("lost", 0)}
-        secs = window_s if window_s > 0 else None
-        rate = (lambda x: x / secs if secs is not None else None)
+        rates = [c[k] / window_s if window_s > 0 else None
+                 for k in ("published_in_window", "confirmed_in_window", "consumed_in_window")]
         rows.append((run_id, cluster, step, target, window_s, warmup_s, start, end, meas, *[c[k] for k in COUNTS],
-                     *[lat[gid][f"{mt}_{n}_ms"] for mt in METRICS for n in [*PCT_NAMES, "max"]],
-                     rate(c["published_in_window"]), rate(c["confirmed_in_window"]), rate(c["consumed_in_window"])))
+                     *[lat[gid][f"{mt}_{n}_ms"] for mt in METRICS for n in [*PCT_NAMES, "max"]], *rates))
     rows.sort(key=lambda r: (r[0], r[1], r[2]))
     steps = spark.createDataFrame(rows, STEPS_SCHEMA)
     # timeline: per (rc, second)

@@ -13,14 +13,14 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-from matplotlib.ticker import FuncFormatter, NullFormatter  # noqa: E402
+import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter, NullFormatter
 
-from rbench.conventions import shown_step  # noqa: E402
+from rbench.samples.conventions import shown_step
 
 STYLES = {"p50": "-", "p75": "--", "p95": "-", "p99": "--", "p999": ":"}
 TITLES = {"e2e": "end-to-end (t_received − t_intended)", "e2e_sent": "t_received − t_sent",
-          "confirm": "confirm (t_confirmed − t_sent)"}
+          "confirm": "confirm (t_confirmed − t_sent)", "send_lag": "send lateness (t_sent − t_intended)"}
 LABELS = {"p50": "p50", "p75": "p75", "p95": "p95", "p99": "p99", "p999": "p99.9"}
 
 

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from rbench.conventions import STALE_MEANING, STEP_NUMBERING, shown_step
 from rbench.report import plots
+from rbench.samples.conventions import STALE_MEANING, STEP_NUMBERING, shown_step
 
 STEP_COLUMNS = [
     ("run_id", "run"), ("cluster", "cluster"), ("step", "step"), ("target_rate", "target msg/s"),
@@ -21,7 +21,7 @@ STEP_COLUMNS = [
     ("e2e_p99_ms", "e2e p99"), ("e2e_p999_ms", "e2e p99.9"), ("e2e_max_ms", "e2e max"),
     ("e2e_sent_p50_ms", "sent→recv p50"), ("e2e_sent_p99_ms", "sent→recv p99"), ("e2e_sent_max_ms", "sent→recv max"),
     ("confirm_p50_ms", "confirm p50"), ("confirm_p99_ms", "confirm p99"), ("confirm_p999_ms", "confirm p99.9"),
-    ("confirm_max_ms", "confirm max"), ("published", "measured published"), ("deliveries", "measured deliveries"),
+    ("confirm_max_ms", "confirm max"), ("send_lag_p50_ms", "send lateness p50"), ("send_lag_p99_ms", "send lateness p99"), ("published", "measured published"), ("deliveries", "measured deliveries"),
     ("nacked", "nacked"), ("returned", "returned"), ("timeout", "confirm timeout"), ("unconfirmed", "unconfirmed"),
     ("lost", "lost"), ("duplicated", "duplicated"), ("reordered", "reordered"), ("redelivered", "redelivered"),
     ("window_s", "window s"),
@@ -44,7 +44,7 @@ def fmt(value: Any, key: str = "") -> str:
 
 
 def cell(row: dict[str, Any], key: str) -> str:
-    """One figure of a per-step row as printed: ``fmt``, except that steps count from 1 (rbench.conventions)."""
+    """One figure of a per-step row as printed: ``fmt``, except that steps count from 1 (rbench.samples.conventions)."""
     if key == "step" and row.get(key) is not None:
         return str(shown_step(row[key]))
     return fmt(row.get(key), key)

@@ -21,29 +21,19 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rbench.codec._recorder import Column, RecorderCore, Stamper, strings
+from rbench.samples.layout import COMMITTED, attempt_dir
+from rbench.samples.schema import CONSUMED_SCHEMA, OUTCOMES, PENDING, PUBLISHED_SCHEMA
 
 ROWS_PER_PART = 65_536
 SECONDS_PER_PART = 5.0
 
-OUTCOME_NAMES = ("ack", "nack", "returned", "timeout", "unconfirmed", "pending")
-ACK, NACK, RETURNED, TIMEOUT, UNCONFIRMED, PENDING = range(6)
+# the C core's outcome codes index this tuple; PENDING rows are never flushed
+_OUTCOME_CODES = (*OUTCOMES, "pending")
+assert _OUTCOME_CODES.index("pending") == PENDING
 _DTYPES = {"q": np.int64, "i": np.int32, "h": np.int16, "b": np.int8}
 # dictionary pages only where values repeat; on time and seq columns they are all cost
 # (built, then abandoned at the 1 MiB limit): this halves the writer's CPU and the file size
 _DICTIONARY_COLUMNS = ["run_id", "cluster", "step", "task", "producer", "consumer", "queue", "size", "outcome", "redelivered"]
-
-PUBLISHED_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("cluster", pa.string()), ("step", pa.int32()), ("task", pa.int32()),
-    ("producer", pa.int32()), ("queue", pa.string()), ("seq", pa.int64()), ("size", pa.int32()),
-    ("t_intended", pa.int64()), ("t_sent", pa.int64()), ("t_confirmed", pa.int64()), ("outcome", pa.string()),
-])
-CONSUMED_SCHEMA = pa.schema([
-    ("run_id", pa.string()), ("cluster", pa.string()), ("step", pa.int32()), ("task", pa.int32()),
-    ("consumer", pa.int32()), ("queue", pa.string()), ("producer", pa.int32()), ("seq", pa.int64()),
-    ("size", pa.int32()), ("t_intended", pa.int64()), ("t_sent", pa.int64()), ("t_received", pa.int64()),
-    ("redelivered", pa.bool_()),
-])
-
 
 def _constant(value: str, n: int) -> pa.Array:
     """StringArray of n copies of value, from buffers: pa.scalar/pa.repeat would infer types
@@ -65,10 +55,6 @@ def _names(indices: Column, names: list[str] | tuple[str, ...]) -> pa.Array:
     """StringArray of names[indices], built from buffers (no pyarrow.compute: its import alone costs ~70 ms)."""
     offsets, data = strings(indices, names)
     return pa.StringArray.from_buffers(len(indices), pa.py_buffer(offsets), pa.py_buffer(data))
-
-
-def attempt_dir(out_dir: str | os.PathLike[str], run_id: str, kind: str, cluster: str, task: int, attempt: int) -> Path:
-    return Path(out_dir) / run_id / kind / cluster / f"task-{task:05d}" / f"attempt-{attempt}"
 
 
 class _PartSink:
@@ -104,7 +90,7 @@ class _PartSink:
         if not commit:
             return
         marker = {"rows": self.rows, "parts": self.parts, "interrupted": interrupted}
-        (self.folder / "_COMMITTED").write_text(json.dumps(marker))
+        (self.folder / COMMITTED).write_text(json.dumps(marker))
 
 
 class Recorder:
@@ -163,8 +149,8 @@ class Recorder:
     # ---- periodic --------------------------------------------------------------------------
     def take_latencies(self) -> tuple[np.ndarray, np.ndarray]:
         """(end-to-end, confirm) latencies in ns of what arrived since the last call."""
-        e2e = np.frombuffer(self.core.take_e2e(), dtype=np.int64)
-        confirms = np.frombuffer(self.core.take_confirm_latencies(), dtype=np.int64)
+        e2e = np.frombuffer(memoryview(self.core.take_e2e()), dtype=np.int64)
+        confirms = np.frombuffer(memoryview(self.core.take_confirm_latencies()), dtype=np.int64)
         return e2e, confirms
 
     def expire_confirms(self, now_ns: int) -> None:
@@ -194,7 +180,7 @@ class Recorder:
         if n <= 0:
             return
         cols = self.core.take_published(n)
-        producer, _, size, seq, intended, sent, confirmed, _ = (np.frombuffer(c, dtype=_DTYPES[c.typecode]) for c in cols)
+        producer, _, size, seq, intended, sent, confirmed, _ = (np.frombuffer(memoryview(c), dtype=_DTYPES[c.typecode]) for c in cols)
         queue, outcome = cols[1], cols[7]
         table = pa.table({
             "run_id": _constant(self.run_id, n),
@@ -208,7 +194,7 @@ class Recorder:
             "t_intended": pa.array(intended),
             "t_sent": pa.array(sent),
             "t_confirmed": pa.array(confirmed, mask=confirmed == 0),
-            "outcome": _names(outcome, OUTCOME_NAMES),
+            "outcome": _names(outcome, _OUTCOME_CODES),
         }, schema=PUBLISHED_SCHEMA)
         self._published_sink.submit(table)
 
@@ -217,7 +203,7 @@ class Recorder:
             return
         cols = self.core.take_consumed()
         consumer, _, producer, size, seq, intended, sent, received, redelivered = (
-            np.frombuffer(c, dtype=_DTYPES[c.typecode]) for c in cols)
+            np.frombuffer(memoryview(c), dtype=_DTYPES[c.typecode]) for c in cols)
         queue = cols[1]
         n = seq.size
         table = pa.table({

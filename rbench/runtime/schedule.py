@@ -1,4 +1,4 @@
-"""Open-loop send schedule: message k of a step is due at start + k / rate.
+"""Open-loop send schedule: message k of a step is due at start + (phase + k) / rate.
 
 The due time is fixed before sending, whatever the broker does, so a stalled
 broker shows up as latency (measured from `t_intended`) instead of silently
@@ -20,15 +20,39 @@ class Segment:
     interval_ns: float | None   # None: unlimited rate (send as fast as the window allows)
 
 
-def segments(t0_ns: int, start_delay_ns: int, steps: list[tuple[float, float, float | None]]) -> Iterator[Segment]:
-    """Segments for steps given as (offset_s, duration_s, rate); a start delay trims the first ones."""
+PHASES = ("spread", "random", "aligned")
+
+
+def phase_of(mode: str, index: int, count: int, rng_value: float) -> float:
+    """A producer's phase, a fraction of its send interval, so a task's producers do not all send at once.
+
+    spread: producer i of n (in its task) at i/n of the interval, evenly, like independent clients
+    started at different times (PerfTest's producers drift apart the same way); random: uniform in
+    [0, 1); aligned: 0, every producer on the same instant (bursts of n, for burst tests)."""
+    if mode == "aligned" or count <= 1 and mode == "spread":
+        return 0.0
+    if mode == "spread":
+        return index / count
+    return rng_value
+
+
+def segments(t0_ns: int, start_delay_ns: int, steps: list[tuple[float, float, float | None]],
+             phase: float = 0.0) -> Iterator[Segment]:
+    """Segments for steps given as (offset_s, duration_s, rate); a start delay trims the first ones, and
+    ``phase`` (a fraction of the interval, see phase_of) shifts a rate-limited step's first message."""
     producer_start = t0_ns + start_delay_ns
     for i, (offset_s, duration_s, rate) in enumerate(steps):
         start = t0_ns + int(offset_s * 1e9)
         end = start + int(duration_s * 1e9)
         if end <= producer_start:
             continue
-        yield Segment(i, max(start, producer_start), end, None if rate is None else 1e9 / rate)
+        interval = None if rate is None else 1e9 / rate
+        first = max(start, producer_start)
+        if interval is not None and phase:
+            first += int(phase * interval)
+            if first >= end:
+                continue
+        yield Segment(i, first, end, interval)
 
 
 def due_times(segment: Segment, limit: int | None = None) -> Iterator[int]:

@@ -16,17 +16,20 @@ from collections.abc import Callable
 from typing import Any
 
 from rbench.codec._recorder import ConsumerTap
-from rbench.control import ControlClient
+from rbench.config.types import TaskPlan
 from rbench.drivers.base import Consumer, Driver, Publisher, load_driver
-from rbench.errors import ConfigError, RbenchError
-from rbench.plan import TaskPlan
-from rbench.runtime import histogram
-from rbench.runtime.producer import ProducerSink, run_producer
+from rbench.errors import ConfigError
+from rbench.live import histogram
+from rbench.live.control import ControlClient
+from rbench.runtime.clock import SendClock
+from rbench.runtime.producer import BodyChooser, ProducerSink, run_producer
 from rbench.runtime.recorder import Recorder, warm_up
-from rbench.runtime.schedule import segments
+from rbench.runtime.schedule import phase_of, segments
+from rbench.samples.runinfo import STOPPED_BY_COUNT, STOPPED_BY_INTERRUPT, STOPPED_BY_SCHEDULE
 
-START_MARGIN_NS = 1_000_000_000      # t0 is this far after the slowest task's proposal
-ERROR_MARK = "RBENCH-ERROR: "        # lets the driver pull our one-line message out of Spark's traceback
+START_MARGIN_NS = 250_000_000        # t0 is this far after the slowest task's proposal: allGather answers every task within ms
+EXIT_CHECK_AFTER_S = 2.0             # exit_when: first check this long after t0, then every second (as PerfTest)
+IDLE_S = 1.0                         # a consumer without a message for this long is idle
 
 Barrier = Callable[[], None]
 AllGather = Callable[[str], list[str]]
@@ -39,10 +42,8 @@ def run_task(plan: TaskPlan, attempt: int = 0, barrier: Barrier | None = None, a
         runner: Callable[..., Any] = uvloop.run
     except ImportError:       # pragma: no cover - uvloop is a dependency; asyncio stays correct
         runner = asyncio.run
-    try:
-        return runner(TaskRun(plan, attempt, barrier, all_gather).run())
-    except RbenchError as exc:
-        raise RuntimeError(f"{ERROR_MARK}{exc}") from None
+    result: dict[str, Any] = runner(TaskRun(plan, attempt, barrier, all_gather).run())
+    return result
 
 
 class _ConsumerState(ConsumerTap):
@@ -77,7 +78,11 @@ class TaskRun:
         self.consumers: list[Consumer] = []
         self.consumer_states: list[_ConsumerState] = []
         self._last_counts = dict(self.recorder.counts)
+        self._consumer_error: BaseException | None = None
         self.metrics: Any = None
+        self.clock: SendClock | None = None
+        # wall-clock instants (s) of this task's start-up, reported to the coordinator's --timings
+        self.instants: dict[str, float] = {"task started": time.time()}
         self._metrics_server: Any = None
 
     # ---- lifecycle -----------------------------------------------------------------------
@@ -90,31 +95,47 @@ class TaskRun:
         self._start_metrics()
         watcher = loop.create_task(self._watch_control())
         ticker: asyncio.Task[None] | None = None
+        helpers: list[asyncio.Task[None]] = []
         summary: dict[str, Any] = {}
         completed = False
         try:
             await self.driver.open(self.plan.cluster)
+            self.instants["connected"] = time.time()
             await self.driver.declare(self.plan.topology)
-            for spec in self.plan.consumers:
-                state = _ConsumerState(self.recorder, spec.consumer_id, self.recorder.queue_index(spec.queue),
-                                       self.plan.consumer_message_count)
-                self.consumer_states.append(state)
-                self.consumers.append(await self.driver.consumer(spec, state))
-            for spec in self.plan.publishers:
-                self.publishers.append(await self.driver.publisher(spec, ProducerSink(self.recorder, spec.producer_id)))
+            self.instants["declared"] = time.time()
+            if not self.plan.consumer_start_delay_s:
+                await self._start_consumers()
+            await self._start_publishers()
+            self.instants["consumers and publishers ready"] = time.time()
+            self.clock = SendClock()
             t0 = await self._agree_t0()
+            self.instants["t0 agreed with the other tasks"] = time.time()
             self.recorder.t0_ns = t0
             ticker = loop.create_task(self._tick_every_second())
+            if self.plan.consumer_start_delay_s:
+                starter = loop.create_task(self._start_consumers(t0 + int(self.plan.consumer_start_delay_s * 1e9)))
+                helpers.append(starter)
+            if self.plan.exit_when != "never":
+                helpers.append(loop.create_task(self._watch_exit(t0)))
             published = await self._publish_all(t0)
+            load_end_ns = time.time_ns()
+            if self._consumer_error is not None:
+                raise self._consumer_error
             unconfirmed = await self._drain_publishers()
             await self._drain_consumers(published)
-            summary = {"t0_ns": t0, "unconfirmed_at_end": unconfirmed}
+            summary = {"t0_ns": t0, "unconfirmed_at_end": unconfirmed, "load_end_ns": load_end_ns,
+                       "stopped_by": self._stopped_by(published),
+                       "producers": len(self.plan.publishers), "instants": self.instants}
             completed = True
         finally:
             if ticker is not None:
                 ticker.cancel()
+            for helper in helpers:
+                helper.cancel()
             watcher.cancel()
             await self._close_quietly()
+            if self.clock is not None:
+                self.clock.close()
             self._send_progress(final=True)
             if self._metrics_server is not None:
                 self._metrics_server.shutdown()
@@ -124,13 +145,101 @@ class TaskRun:
         return {"cluster": self.plan.cluster.name, "task": self.plan.task, "attempt": self.attempt,
                 "interrupted": self.interrupted, **summary, **counts}
 
+    async def _start_publishers(self) -> None:
+        """Open every publisher at once: their channels (or connections) open concurrently instead of one
+        round trip after another, so the load starts sooner."""
+        made = await asyncio.gather(*(self.driver.publisher(p, ProducerSink(self.recorder, p.producer_id))
+                                      for p in self.plan.publishers), return_exceptions=True)
+        self.publishers = [p for p in made if not isinstance(p, BaseException)]
+        for result in made:                   # the others are closed by run()'s clean-up
+            if isinstance(result, BaseException):
+                raise result
+
+    def _stopped_by(self, published: int) -> str:
+        """Why this task's load ended: the schedule ran out, an interrupt, or every producer reached its count."""
+        if self.interrupted:
+            return STOPPED_BY_INTERRUPT
+        count = self.plan.message_count
+        if count is not None and self.plan.publishers and published >= count * len(self.plan.publishers):
+            return STOPPED_BY_COUNT
+        return STOPPED_BY_SCHEDULE
+
     def _interrupt(self) -> None:
         self.interrupted = True
         self.stop.set()
+        if self.clock is not None:
+            self.clock.wake_all()
 
     async def _watch_control(self) -> None:
         await self.control.stop_requested.wait()
         self._interrupt()
+
+    async def _start_consumers(self, at_ns: int | None = None) -> None:
+        """Subscribe the task's consumers: now, or at ``at_ns`` (PerfTest -csd), start_interval apart (-S)."""
+        try:
+            if at_ns is not None:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self.stop.wait(), max(0.0, (at_ns - time.time_ns()) / 1e9))
+                if self.stop.is_set():
+                    return
+            if not self.plan.consumer_start_interval_s:      # all at once: their subscriptions overlap
+                states = [_ConsumerState(self.recorder, spec.consumer_id, self.recorder.queue_index(spec.queue),
+                                         self.plan.consumer_message_count) for spec in self.plan.consumers]
+                opened = await asyncio.gather(*(self.driver.consumer(spec, state)
+                                                for spec, state in zip(self.plan.consumers, states)),
+                                              return_exceptions=True)
+                for state, consumer in zip(states, opened):
+                    if not isinstance(consumer, BaseException):
+                        self.consumer_states.append(state)
+                        self.consumers.append(consumer)
+                for consumer in opened:
+                    if isinstance(consumer, BaseException):
+                        raise consumer
+                return
+            for i, spec in enumerate(self.plan.consumers):
+                if i:
+                    await asyncio.sleep(self.plan.consumer_start_interval_s)
+                state = _ConsumerState(self.recorder, spec.consumer_id, self.recorder.queue_index(spec.queue),
+                                       self.plan.consumer_message_count)
+                consumer = await self.driver.consumer(spec, state)
+                self.consumer_states.append(state)
+                self.consumers.append(consumer)
+        except Exception as exc:
+            if at_ns is None:
+                raise
+            self._consumer_error = exc          # a delayed start failed: stop and report it
+            self.stop.set()
+
+    async def _watch_exit(self, t0: int) -> None:
+        """PerfTest -ew: stop a consumer idle for 1 s (idle) or whose queue is then empty (empty);
+        when every consumer of the task has stopped, stop publishing and end the task."""
+        await asyncio.sleep(max(0.0, (t0 - time.time_ns()) / 1e9 + EXIT_CHECK_AFTER_S))
+        seen: dict[int, tuple[int, float]] = {}
+        exited: set[int] = set()
+        while not self.stop.is_set():
+            for i, (state, consumer, spec) in enumerate(zip(self.consumer_states, self.consumers, self.plan.consumers)):
+                if i in exited:
+                    continue
+                now = time.monotonic()
+                count = state.count
+                last = seen.get(i)
+                if last is None or last[0] != count:
+                    seen[i] = (count, now)
+                    continue
+                if now - last[1] <= IDLE_S:
+                    continue
+                if self.plan.exit_when == "empty":
+                    _, messages, _ = await self.driver.queue_declare(spec.queue, passive=True)  # type: ignore[attr-defined]
+                    if messages:
+                        continue
+                exited.add(i)
+                state.done.set()
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(consumer.aclose(), 5)
+            if len(exited) == len(self.plan.consumers):
+                self.stop.set()
+                return
+            await asyncio.sleep(1.0)
 
     async def _agree_t0(self) -> int:
         """All tasks publish from one t0: the latest proposal plus a margin."""
@@ -148,10 +257,18 @@ class TaskRun:
         rng = random.Random(self.plan.seed)
         steps = [(s.offset_s, s.duration_s, s.rate) for s in self.plan.steps]
         jobs = []
-        for pub, spec in zip(self.publishers, self.plan.publishers):
+        n = len(self.publishers)
+        assert self.clock is not None
+        for i, (pub, spec) in enumerate(zip(self.publishers, self.plan.publishers)):
             delay_ns = int(rng.random() * self.plan.random_start_delay_s * 1e9)
-            segs = list(segments(t0, delay_ns, steps))
-            jobs.append(run_producer(pub, spec, self.recorder, segs, self.plan.size, self.plan.message_count, self.stop))
+            phase = phase_of(self.plan.phase, i, n, rng.random())
+            segs = list(segments(t0, delay_ns, steps, phase))
+            chooser = None
+            if self.plan.bodies or self.plan.variable_size:
+                chooser = BodyChooser(self.recorder, spec.producer_id, self.recorder.queue_index(spec.queue),
+                                      spec.confirm, self.plan.bodies, self.plan.variable_size, t0)
+            jobs.append(run_producer(pub, spec, self.recorder, segs, self.plan.size, self.plan.message_count, self.stop,
+                                     self.clock, chooser))
         if not jobs:     # consumers only: stay for the planned duration
             end_ns = t0 + int(self.plan.end_offset_s * 1e9)
             with contextlib.suppress(asyncio.TimeoutError):
@@ -221,13 +338,15 @@ class TaskRun:
                            "second": int(time.time()) - 1 if not final else int(time.time()),
                            "published": delta["published"], "confirmed": delta["confirmed"],
                            "consumed": delta["consumed"], "nacked": delta["nacked"], "returned": delta["returned"],
-                           "hist": histogram.bucket_counts(e2e), "final": final})
+                           "hist": histogram.bucket_counts(e2e), "final": final,
+                           "confirm_hist": histogram.bucket_counts(confirms),
+                           "e2e_sum_ns": int(e2e.sum()), "confirm_sum_ns": int(confirms.sum())})
 
     def _start_metrics(self) -> None:
         """Serve Prometheus metrics when the workload asks (port + task index, or any free port)."""
         if self.plan.metrics_port is None:
             return
-        from rbench.metrics import TaskMetrics, serve
+        from rbench.live.metrics import TaskMetrics, serve
 
         self.metrics = TaskMetrics(self.plan.run_id, self.plan.cluster.name, self.plan.task)
         port = self.plan.metrics_port + self.plan.task if self.plan.metrics_port else 0

@@ -140,7 +140,7 @@ async def publish_messages(pub: StreamPublisher, count: int, batch: int) -> None
 
 def message(n: int) -> bytes:
     """The n-th 10-byte message, as in RbFly's performance report."""
-    return "{:010d}".format(n).encode()
+    return f"{n:010d}".encode()
 
 
 def cpu_seconds() -> float:

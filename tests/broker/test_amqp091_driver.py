@@ -9,17 +9,17 @@ import decimal
 import struct
 import subprocess
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-import uvloop
 
 from rbench.codec.amqp091 import K, PublishEncoder, TypedValue
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, QueueDecl, Topology
 from rbench.drivers.amqp091 import Amqp091Driver, connect
-from rbench.drivers.amqp091_errors import NotFound, PreconditionFailed
+from rbench.drivers.replies import NotFound, PreconditionFailed
 from rbench.errors import BrokerError, ConnectError
+from tests.loops import LoopRunner
 
 pytestmark = pytest.mark.timeout(90)
 SEQ = struct.Struct("<I")
@@ -38,10 +38,6 @@ class Sink:
         self.returned.append(bytes(body))
 
 
-def run(coro_fn: Callable[[], Awaitable[Any]]) -> Any:
-    return uvloop.run(coro_fn())
-
-
 async def opened(url: str) -> Amqp091Driver:
     d = Amqp091Driver()
     await d.open(ClusterTarget("test", (url,)))
@@ -57,7 +53,7 @@ async def wait_for(cond: Callable[[], bool], timeout: float) -> bool:
     return cond()
 
 
-def test_confirmed_messages_arrive_exactly_once(amqp_url: str, unique_name: str) -> None:
+def test_confirmed_messages_arrive_exactly_once(amqp_url: str, unique_name: str, run: LoopRunner) -> None:
     n = 5000
 
     async def main() -> None:
@@ -94,10 +90,10 @@ def test_confirmed_messages_arrive_exactly_once(amqp_url: str, unique_name: str)
             await d.delete_queues([unique_name])
             await d.aclose()
 
-    run(main)
+    run(main())
 
 
-def test_unroutable_mandatory_messages_are_returned(amqp_url: str, unique_name: str) -> None:
+def test_unroutable_mandatory_messages_are_returned(amqp_url: str, unique_name: str, run: LoopRunner) -> None:
     async def main() -> None:
         d = await opened(amqp_url)
         try:
@@ -122,14 +118,16 @@ def test_unroutable_mandatory_messages_are_returned(amqp_url: str, unique_name: 
             await d.delete_queues([unique_name])
             await d.aclose()
 
-    run(main)
+    run(main())
 
 
 def _watermark(value: str) -> None:
     subprocess.run(["rabbitmqctl", "set_vm_memory_high_watermark", value], check=True, capture_output=True, timeout=30)
 
 
-def test_blocked_connection_pauses_publishing(amqp_url: str, unique_name: str) -> None:
+@pytest.mark.loops("uvloop")
+def test_blocked_connection_pauses_publishing(amqp_url: str, unique_name: str, run: LoopRunner) -> None:
+    """Runs on uvloop only: ~5 s of rabbitmqctl, and it blocks every publisher on the shared broker."""
     async def main() -> None:
         d = await opened(amqp_url)
         try:
@@ -158,12 +156,12 @@ def test_blocked_connection_pauses_publishing(amqp_url: str, unique_name: str) -
             await d.aclose()
 
     try:
-        run(main)
+        run(main())
     finally:
         _watermark("0.4")
 
 
-def test_channel_close_surfaces_reply_codes(amqp_url: str, unique_name: str) -> None:
+def test_channel_close_surfaces_reply_codes(amqp_url: str, unique_name: str, run: LoopRunner) -> None:
     async def main() -> None:
         d = await opened(amqp_url)
         try:
@@ -183,7 +181,7 @@ def test_channel_close_surfaces_reply_codes(amqp_url: str, unique_name: str) -> 
             await d.delete_queues([unique_name])
             await d.aclose()
 
-    run(main)
+    run(main())
 
 
 def _bad(url: str, *, password: str | None = None, vhost: str | None = None) -> str:
@@ -194,7 +192,7 @@ def _bad(url: str, *, password: str | None = None, vhost: str | None = None) -> 
 
 
 @pytest.mark.parametrize("case", ["password", "vhost", "refused"])
-def test_connect_errors_are_clear_fast_and_masked(amqp_url: str, case: str) -> None:
+def test_connect_errors_are_clear_fast_and_masked(amqp_url: str, case: str, run: LoopRunner) -> None:
     secret = "s3cret-Pa55"
     uri = {"password": _bad(amqp_url, password=secret),
            "vhost": _bad(amqp_url, vhost="rbench-no-such-vhost"),
@@ -213,19 +211,19 @@ def test_connect_errors_are_clear_fast_and_masked(amqp_url: str, case: str) -> N
         if case != "vhost":
             assert "***" in msg
 
-    run(main)
+    run(main())
 
 
-def test_failover_to_the_next_uri(amqp_url: str) -> None:
+def test_failover_to_the_next_uri(amqp_url: str, run: LoopRunner) -> None:
     async def main() -> None:
         conn = await connect(["amqp://guest:guest@127.0.0.1:1/", amqp_url])
         assert conn.server_properties.get("product") == "RabbitMQ"
         await conn.close()
 
-    run(main)
+    run(main())
 
 
-def test_large_bodies_headers_and_processing_delay(amqp_url: str, unique_name: str) -> None:
+def test_large_bodies_headers_and_processing_delay(amqp_url: str, unique_name: str, run: LoopRunner) -> None:
     """Bodies above frame_max are split and reassembled; every field type survives the broker;
     processing delay is sequential and every message ends up acked."""
     headers = {"t": True, "b": -5, "s": -300, "I": -70000, "l": -(2**40), "d": 2.5, "S": "héllo", "x": b"\x00\xff",
@@ -275,10 +273,10 @@ def test_large_bodies_headers_and_processing_delay(amqp_url: str, unique_name: s
             await d.delete_queues([unique_name])
             await d.aclose()
 
-    run(main)
+    run(main())
 
 
-def test_auto_ack_nack_and_reject(amqp_url: str, unique_name: str) -> None:
+def test_auto_ack_nack_and_reject(amqp_url: str, unique_name: str, run: LoopRunner) -> None:
     async def main() -> None:
         d = await opened(amqp_url)
         try:
@@ -316,10 +314,10 @@ def test_auto_ack_nack_and_reject(amqp_url: str, unique_name: str) -> None:
             await d.delete_queues([unique_name])
             await d.aclose()
 
-    run(main)
+    run(main())
 
 
-def test_exchange_binding_with_arguments_routes(amqp_url: str, unique_name: str) -> None:
+def test_exchange_binding_with_arguments_routes(amqp_url: str, unique_name: str, run: LoopRunner) -> None:
     exchange = f"{unique_name}-x"
 
     async def main() -> None:
@@ -345,10 +343,10 @@ def test_exchange_binding_with_arguments_routes(amqp_url: str, unique_name: str)
             await d.delete_exchange(exchange)
             await d.aclose()
 
-    run(main)
+    run(main())
 
 
-def test_amqps_to_a_plain_port_fails_clearly(amqp_url: str) -> None:
+def test_amqps_to_a_plain_port_fails_clearly(amqp_url: str, run: LoopRunner) -> None:
     from urllib.parse import urlsplit
     p = urlsplit(amqp_url)
     uri = f"amqps://{p.username}:{p.password}@{p.hostname}:{p.port or 5672}/?verify=verify_none"
@@ -361,4 +359,4 @@ def test_amqps_to_a_plain_port_fails_clearly(amqp_url: str) -> None:
         msg = str(err.value)
         assert "amqps://" in msg and "TLS failed" in msg and f":{p.password}@" not in msg and "***" in msg
 
-    run(main)
+    run(main())

@@ -15,10 +15,10 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from rbench.config.types import ConsumerSpec, PublisherSpec, QueueDecl, Topology
+from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, QueueDecl, Topology
 from rbench.drivers.amqp091 import Amqp091Driver
-from rbench.config.types import ClusterTarget
 from rbench.errors import ConnectError
+from tests.loops import LoopRunner
 
 
 def make_certs(folder: Path) -> tuple[Path, Path, Path]:
@@ -66,7 +66,7 @@ class Sink:
         pass
 
 
-def test_amqps_publish_and_consume_through_tls(amqp_url: str, unique_name: str, tmp_path: Path) -> None:
+def test_amqps_publish_and_consume_through_tls(amqp_url: str, unique_name: str, tmp_path: Path, run: LoopRunner) -> None:
     ca, cert, key = make_certs(tmp_path)
     broker = urlsplit(amqp_url)
 
@@ -98,12 +98,12 @@ def test_amqps_publish_and_consume_through_tls(amqp_url: str, unique_name: str, 
             await driver.aclose()
             server.close()
 
-    acked, received = asyncio.run(main())
+    acked, received = run(main())
     assert acked == list(range(100))
     assert received == [b"tls-%03d" % i for i in range(100)]
 
 
-def test_amqps_refuses_an_unknown_certificate_authority(amqp_url: str, tmp_path: Path) -> None:
+def test_amqps_refuses_an_unknown_certificate_authority(amqp_url: str, tmp_path: Path, run: LoopRunner) -> None:
     _, cert, key = make_certs(tmp_path)
     broker = urlsplit(amqp_url)
 
@@ -117,5 +117,5 @@ def test_amqps_refuses_an_unknown_certificate_authority(amqp_url: str, tmp_path:
             server.close()
 
     with pytest.raises(ConnectError) as info:
-        asyncio.run(main())
+        run(main())
     assert "certificate" in str(info.value).lower() and "secret-pw" not in str(info.value)

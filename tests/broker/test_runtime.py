@@ -11,8 +11,10 @@ import aio_pika
 import pytest
 
 from rbench.config.load import workload_from_dict
+from rbench.errors import ConnectError
 from rbench.plan import plan
 from rbench.runtime.task import TaskRun, run_task
+from tests.loops import LoopRunner
 from tests.runhelpers import keys, read, workload_dict
 
 DRIVERS = ["aiopika"]
@@ -89,7 +91,9 @@ def test_message_counts_stop_producers_and_consumers(amqp_url: str, unique_name:
     assert time.monotonic() - started < 10
 
 
-def test_consumer_delay_and_prefetch_bound_the_consume_rate(amqp_url: str, unique_name: str, tmp_path: Path) -> None:
+@pytest.mark.loops("uvloop")
+def test_consumer_delay_and_prefetch_bound_the_consume_rate(amqp_url: str, unique_name: str, tmp_path: Path, run: LoopRunner) -> None:
+    """uvloop only: run_task picks uvloop itself; `run` is just the clean-up."""
     # 5 ms per message with prefetch 1: one consumer cannot take more than ~200 msg/s
     data = workload_dict(amqp_url, unique_name, producers=1, consumers=1, rate=600, duration=1.5,
                          consumer={"prefetch": 1, "multi_ack_every": 0, "processing_delay": "5ms"}, drain_timeout=0.5)
@@ -106,10 +110,12 @@ def test_consumer_delay_and_prefetch_bound_the_consume_rate(amqp_url: str, uniqu
             ch = await conn.channel()
             await ch.queue_delete(unique_name)
             await conn.close()
-        asyncio.run(cleanup())
+        run(cleanup())
 
 
-def test_stop_flushes_and_commits_as_interrupted(amqp_url: str, unique_name: str, tmp_path: Path) -> None:
+@pytest.mark.loops("uvloop")
+def test_stop_flushes_and_commits_as_interrupted(amqp_url: str, unique_name: str, tmp_path: Path, run: LoopRunner) -> None:
+    """uvloop only (the loop executors run tasks on): a 1.5 s run, not worth doubling."""
     w = workload_from_dict(workload_dict(amqp_url, unique_name, duration=30))
     (p,) = plan(w, "local", 1, "run", str(tmp_path))
     task = TaskRun(p, 0, None, None)
@@ -120,7 +126,7 @@ def test_stop_flushes_and_commits_as_interrupted(amqp_url: str, unique_name: str
         return await task.run()
 
     started = time.monotonic()
-    result = asyncio.run(main())
+    result = run(main())
     assert time.monotonic() - started < 10
     assert result["interrupted"] is True
     published = read(tmp_path / "run", "published")
@@ -134,7 +140,7 @@ def test_wrong_password_fails_fast_with_masked_uri(amqp_url: str, unique_name: s
     w = workload_from_dict(workload_dict(bad, unique_name))
     (p,) = plan(w, "local", 1, "run", str(tmp_path))
     started = time.monotonic()
-    with pytest.raises(RuntimeError) as info:
+    with pytest.raises(ConnectError) as info:
         run_task(p)
     assert time.monotonic() - started < 10
     assert "authentication refused" in str(info.value) and "wrong-secret" not in str(info.value)
@@ -142,7 +148,9 @@ def test_wrong_password_fails_fast_with_masked_uri(amqp_url: str, unique_name: s
     assert not list((tmp_path / "run").glob("**/_COMMITTED"))
 
 
-def test_prometheus_metrics_are_served_while_the_task_runs(amqp_url: str, unique_name: str, tmp_path: Path) -> None:
+@pytest.mark.loops("uvloop")
+def test_prometheus_metrics_are_served_while_the_task_runs(amqp_url: str, unique_name: str, tmp_path: Path, run: LoopRunner) -> None:
+    """uvloop only (the loop executors run tasks on): a 4 s run, not worth doubling."""
     import urllib.request
 
     w = workload_from_dict(workload_dict(amqp_url, unique_name, duration=4, metrics_port=0))
@@ -164,7 +172,7 @@ def test_prometheus_metrics_are_served_while_the_task_runs(amqp_url: str, unique
         await scraper
         return result
 
-    result = asyncio.run(main())
+    result = run(main())
     (text,) = scraped
     def value(prefix: str) -> float:
         line = next(ln for ln in text.splitlines() if ln.startswith(prefix))
@@ -176,3 +184,45 @@ def test_prometheus_metrics_are_served_while_the_task_runs(amqp_url: str, unique
     assert 100 <= value("rbench_consumed_total{") <= result["consumed"]
     assert 100 <= value("rbench_latency_seconds_count{") <= result["consumed"]
     assert 100 <= value("rbench_confirm_latency_seconds_count{") <= result["confirmed"]
+
+
+def _burst_sizes(sent_ns: list[int], gap_ns: int) -> list[int]:
+    """Sizes of runs of sends closer than gap_ns to the previous one."""
+    sizes, run = [], 1
+    ordered = sorted(sent_ns)
+    for a, b in zip(ordered, ordered[1:]):
+        if b - a < gap_ns:
+            run += 1
+        else:
+            sizes.append(run)
+            run = 1
+    sizes.append(run)
+    return sizes
+
+
+@pytest.mark.parametrize("phase", ["spread", "aligned"])
+def test_twenty_producers_at_50_per_second_are_spread_over_the_interval(amqp_url: str, unique_name: str,
+                                                                        tmp_path: Path, phase: str) -> None:
+    """20 producers × 50 msg/s in one task: the interval is 20 ms, so spread producers send 1 ms apart
+    (no burst larger than one phase slot), while aligned ones send in bursts of 20 (the old behaviour)."""
+    data = workload_dict(amqp_url, unique_name, driver="amqp091", producers=20, consumers=1, rate=50, duration=2,
+                         queues={"pattern": f"{unique_name}-%d", "from": 1, "to": 1, "durable": False, "auto_delete": True},
+                         schedule={"phase": phase})
+    (p,) = plan(workload_from_dict(data), "local", 1, "run", str(tmp_path))
+    run_task(p)
+    pub = read(tmp_path / "run", "published")
+    intended = pub["t_intended"].to_numpy()
+    offsets_ms = sorted({int(round((t % 20_000_000) / 1e6)) % 20 for t in intended - intended.min()})
+    # the sends themselves, those that left on time (a stall of a shared machine bunches late ones up,
+    # which says nothing about the schedule): punctual = within 0.5 ms of the intended time
+    sent = pub["t_sent"].to_numpy()
+    punctual = sent[(sent - intended) < 500_000]
+    assert punctual.size > 0.5 * sent.size
+    bursts = _burst_sizes(punctual.tolist(), gap_ns=300_000)
+    in_bursts_over_2 = sum(b for b in bursts if b > 2) / sum(bursts)
+    if phase == "spread":
+        assert len(offsets_ms) == 20                     # one phase slot per producer, 1 ms apart
+        assert in_bursts_over_2 < 0.05, bursts           # at most one slot's producer (and a neighbour) at once
+    else:
+        assert len(offsets_ms) == 1
+        assert in_bursts_over_2 > 0.9 and max(bursts) >= 10

@@ -12,19 +12,15 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
-import uvloop
 
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, QueueDecl, Topology
 from rbench.drivers.base import Consumer, Publisher, load_driver
 from rbench.drivers.stream import StreamDriver
 from rbench.errors import BrokerError, ConnectError
 from rbench.runtime.stamp import STAMP_SIZE, new_payload, read_stamp, write_stamp
+from tests.loops import LoopRunner
 
 pytestmark = pytest.mark.timeout(120)
-
-
-def run(coro: Awaitable[Any]) -> Any:
-    return uvloop.run(coro)  # type: ignore[arg-type]
 
 
 def target(amqp_url: str, stream_url: str | None = None) -> ClusterTarget:
@@ -96,7 +92,7 @@ async def publish_stamped(pub: Publisher, producer: int, seqs: range, size: int 
 
 @pytest.mark.parametrize("fmt", ["amqp", "binary"])
 def test_every_published_message_is_consumed_once_in_order(fmt: str, amqp_url: str, stream_url: str,
-                                                           unique_name: str) -> None:
+                                                           unique_name: str, run: LoopRunner) -> None:
     n = 3000
 
     async def main() -> None:
@@ -121,7 +117,7 @@ def test_every_published_message_is_consumed_once_in_order(fmt: str, amqp_url: s
     run(main())
 
 
-def test_amqp_messages_carry_an_amqp10_data_section(amqp_url: str, stream_url: str, unique_name: str) -> None:
+def test_amqp_messages_carry_an_amqp10_data_section(amqp_url: str, stream_url: str, unique_name: str, run: LoopRunner) -> None:
     """An AMQP-format publisher writes AMQP 1.0; a binary consumer sees the encoded bytes."""
     async def main() -> None:
         async with driver_with_stream(amqp_url, stream_url, unique_name) as d:
@@ -155,7 +151,7 @@ def _publish_chunks(d: StreamDriver, name: str, chunks: int, per_chunk: int) -> 
     return go
 
 
-def test_offset_specifications(amqp_url: str, stream_url: str, unique_name: str) -> None:
+def test_offset_specifications(amqp_url: str, stream_url: str, unique_name: str, run: LoopRunner) -> None:
     """first = everything; offset:N = from exactly N; last = the last chunk; next = only newer."""
     async def main() -> None:
         async with driver_with_stream(amqp_url, stream_url, unique_name) as d:
@@ -188,7 +184,7 @@ def test_offset_specifications(amqp_url: str, stream_url: str, unique_name: str)
     run(main())
 
 
-def test_timestamp_offset_starts_at_chunks_written_after_it(amqp_url: str, stream_url: str, unique_name: str) -> None:
+def test_timestamp_offset_starts_at_chunks_written_after_it(amqp_url: str, stream_url: str, unique_name: str, run: LoopRunner) -> None:
     async def main() -> None:
         async with driver_with_stream(amqp_url, stream_url, unique_name) as d:
             pub = await d.publisher(PublisherSpec(3, unique_name, confirm=True), Sink())
@@ -209,7 +205,7 @@ def test_timestamp_offset_starts_at_chunks_written_after_it(amqp_url: str, strea
 
 
 def test_single_active_consumer_only_one_receives_then_the_other_takes_over(
-        amqp_url: str, stream_url: str, unique_name: str) -> None:
+        amqp_url: str, stream_url: str, unique_name: str, run: LoopRunner) -> None:
     """On 3.11+ the group has one active member; 3.10 ignores the property, so the driver refuses."""
     async def main() -> None:
         async with driver_with_stream(amqp_url, stream_url, unique_name) as d:
@@ -239,7 +235,7 @@ def test_single_active_consumer_only_one_receives_then_the_other_takes_over(
 
 
 def test_declaring_a_stream_twice_with_other_arguments_is_a_clear_error(
-        amqp_url: str, stream_url: str, unique_name: str) -> None:
+        amqp_url: str, stream_url: str, unique_name: str, run: LoopRunner) -> None:
     async def main() -> None:
         async with driver_with_stream(amqp_url, stream_url, unique_name,
                                       **{"x-max-length-bytes": 20_000_000, "x-max-age": "1h",
@@ -257,7 +253,7 @@ def test_declaring_a_stream_twice_with_other_arguments_is_a_clear_error(
     run(main())
 
 
-def test_connection_refused_is_a_connect_error_within_ten_seconds(amqp_url: str) -> None:
+def test_connection_refused_is_a_connect_error_within_ten_seconds(amqp_url: str, run: LoopRunner) -> None:
     async def main() -> None:
         d = StreamDriver()
         t0 = time.monotonic()
@@ -269,7 +265,7 @@ def test_connection_refused_is_a_connect_error_within_ten_seconds(amqp_url: str)
     run(main())
 
 
-def test_wrong_password_is_a_connect_error_with_the_password_masked(stream_url: str) -> None:
+def test_wrong_password_is_a_connect_error_with_the_password_masked(stream_url: str, run: LoopRunner) -> None:
     from urllib.parse import urlsplit
 
     u = urlsplit(stream_url)
@@ -287,7 +283,7 @@ def test_wrong_password_is_a_connect_error_with_the_password_masked(stream_url: 
     run(main())
 
 
-def test_stream_uri_derived_from_amqp_uri_connects(amqp_url: str, unique_name: str) -> None:
+def test_stream_uri_derived_from_amqp_uri_connects(amqp_url: str, unique_name: str, run: LoopRunner) -> None:
     async def main() -> None:
         d = StreamDriver()
         await d.open(ClusterTarget("x", (amqp_url,)))        # no stream_uris: amqp host, port 5552
@@ -300,7 +296,7 @@ def test_stream_uri_derived_from_amqp_uri_connects(amqp_url: str, unique_name: s
     run(main())
 
 
-def test_publishing_to_a_missing_stream_is_a_broker_error(amqp_url: str, stream_url: str, unique_name: str) -> None:
+def test_publishing_to_a_missing_stream_is_a_broker_error(amqp_url: str, stream_url: str, unique_name: str, run: LoopRunner) -> None:
     async def main() -> None:
         d = StreamDriver()
         await d.open(target(amqp_url, stream_url))

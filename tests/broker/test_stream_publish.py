@@ -8,7 +8,9 @@ import pytest
 
 from rbench.cli import main
 from rbench.config.types import ClusterTarget
-from rbench.scenarios.stream_publish import Variant, run
+from rbench.scenarios.stream_publish import Variant
+from rbench.scenarios.stream_publish import run as run_rounds
+from tests.loops import LoopRunner
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -16,7 +18,7 @@ pytestmark = pytest.mark.timeout(120)
 @pytest.mark.parametrize("fmt", ["amqp", "binary"])
 def test_rounds_publish_and_confirm_every_message(fmt: str, stream_url: str, unique_name: str) -> None:
     seen = []
-    report = run(ClusterTarget("local", (), stream_uris=(stream_url,)),
+    report = run_rounds(ClusterTarget("local", (), stream_uris=(stream_url,)),
                  [Variant("single", 50, 1), Variant("batch", 2_000, 100)], 2, fmt,  # type: ignore[arg-type]
                  stream=unique_name, progress=seen.append)
     assert [(r.variant, r.round, r.messages) for r in report.rounds] == \
@@ -44,18 +46,16 @@ def test_cli_wrong_password_is_one_masked_line(stream_url: str, capsys: pytest.C
     assert "wr0ng-secret" not in err and "authentication" in err and err.count("\n") == 1
 
 
-def test_the_stream_holds_every_round_message_once_in_order(stream_url: str, unique_name: str) -> None:
+def test_the_stream_holds_every_round_message_once_in_order(stream_url: str, unique_name: str, run: LoopRunner) -> None:
     """What ConfirmChain published is what a consumer reads back, AMQP-decoded, in publishing order."""
     import asyncio
-
-    import uvloop
 
     from rbench.config.types import ConsumerSpec
     from rbench.drivers.stream import StreamDriver
     from rbench.scenarios.stream_publish import message
 
     target = ClusterTarget("local", (), stream_uris=(stream_url,))
-    run(target, [Variant("single", 30, 1), Variant("batch", 1_000, 100)], 1, "amqp", stream=unique_name,
+    run_rounds(target, [Variant("single", 30, 1), Variant("batch", 1_000, 100)], 1, "amqp", stream=unique_name,
         keep_stream=True)
     expected = [message(n) for n in range(30)] + [message(n) for n in range(1_000)]
 
@@ -80,4 +80,4 @@ def test_the_stream_holds_every_round_message_once_in_order(stream_url: str, uni
             await d.aclose()
         return got
 
-    assert uvloop.run(read_back()) == expected
+    assert run(read_back()) == expected

@@ -5,19 +5,19 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-import uvloop
 
 from rbench.config.load import workload_from_dict
 from rbench.config.types import ClusterTarget
 from rbench.drivers.stream import StreamDriver
 from rbench.plan import plan
 from rbench.runtime.task import run_task
+from tests.loops import LoopRunner
 from tests.runhelpers import keys, read, workload_dict
 
 pytestmark = pytest.mark.timeout(120)
 
 
-def _delete(amqp_url: str, names: list[str]) -> None:
+def _delete(run: LoopRunner, amqp_url: str, names: list[str]) -> None:
     async def go() -> None:
         d = StreamDriver()
         await d.open(ClusterTarget("local", (amqp_url,)))
@@ -25,12 +25,14 @@ def _delete(amqp_url: str, names: list[str]) -> None:
             await d.delete_streams(names)
         finally:
             await d.aclose()
-    uvloop.run(go())
+    run(go())
 
 
+@pytest.mark.loops("uvloop")
 @pytest.mark.parametrize("fmt", ["amqp", "binary"])
 def test_stream_workload_consumes_every_message_once_in_order(fmt: str, amqp_url: str, unique_name: str,
-                                                              tmp_path: Path) -> None:
+                                                              tmp_path: Path, run: LoopRunner) -> None:
+    """run_task always runs on uvloop; only the clean-up takes `run`, so this runs on uvloop only."""
     # message counts, not a duration: a loaded machine must not change how many are published
     data = workload_dict(amqp_url, unique_name, driver="stream", producers=2, consumers=2, rate=1000,
                          publisher={"confirm": True, "confirm_window": 64, "message_format": fmt,
@@ -43,7 +45,7 @@ def test_stream_workload_consumes_every_message_once_in_order(fmt: str, amqp_url
     try:
         result = run_task(p)
     finally:
-        _delete(amqp_url, [f"{unique_name}-1", f"{unique_name}-2"])
+        _delete(run, amqp_url, [f"{unique_name}-1", f"{unique_name}-2"])
     published, consumed = read(tmp_path / "run", "published"), read(tmp_path / "run", "consumed")
     assert result["published"] == published.num_rows == 2 * 600
     assert set(published["outcome"].to_pylist()) == {"ack"}

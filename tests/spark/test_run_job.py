@@ -14,8 +14,8 @@ import pytest
 
 from rbench.cli import main
 from rbench.config.load import workload_from_dict
-from rbench.job import run_workload
-from rbench.summary import step_rows
+from rbench.coordinator.run import run_workload
+from rbench.reduce.job import reduce_runs
 from tests.runhelpers import keys, read, run_json, workload_dict
 
 DRIVER = "aiopika"
@@ -44,10 +44,10 @@ def test_ten_seconds_at_2x1000_reaches_target_within_one_percent(spark, amqp_url
     counts = Counter(keys(consumed))
     assert set(counts) == set(keys(published)) and max(counts.values()) == 1
     assert set(published["task"].to_pylist()) == {0, 1}
-    (row,) = step_rows(result.run_dir)
-    assert row["sent_per_s"] == pytest.approx(2000, rel=0.01)
-    assert row["received_per_s"] == pytest.approx(2000, rel=0.01)
-    assert row["lost_run"] == 0 and row["duplicated_run"] == 0
+    (row,) = reduce_runs([result.run_dir], session=spark, render=False).steps
+    assert row["publish_rate"] == pytest.approx(2000, rel=0.01)
+    assert row["consume_rate"] == pytest.approx(2000, rel=0.01)
+    assert row["lost"] == 0 and row["duplicated"] == 0
     # the status line came once a second with rates
     lines = [ln for ln in out.getvalue().splitlines() if " step 1/1 " in ln]
     assert len(lines) >= 8 and "received" in lines[-1]
@@ -90,3 +90,32 @@ def test_more_tasks_than_slots_is_a_clear_error(spark, amqp_url: str, unique_nam
     from rbench.errors import ConfigError
     with pytest.raises(ConfigError, match="needs 3 Spark task slots .* offers 2"):
         run_workload(w, tmp_path, spark, out=io.StringIO())
+
+
+def test_summary_and_report_give_the_same_rates_on_a_saturated_step(spark, amqp_url: str, unique_name: str,
+                                                                     tmp_path: Path) -> None:
+    """A rate far above what one producer can send: intended and sent times part (the schedule runs ahead
+    of the sends), which is where a summary counting by intended time and a report counting by send time
+    disagreed. Both now print the reduce's figures."""
+    import csv
+
+    from rbench.coordinator.summary import print_summary
+
+    w = workload_from_dict(workload_dict(amqp_url, unique_name, driver=DRIVER, producers=1, consumers=1, rate=1_000_000,
+                                         duration=4, warmup=1, queues={"pattern": f"{unique_name}-%d", "from": 1, "to": 1},
+                                         publisher={"confirm": True, "confirm_window": 8}))
+    result = run_workload(w, tmp_path, spark, out=io.StringIO())
+    reduced = reduce_runs([result.run_dir], session=spark)
+    published = read(result.run_dir, "published")
+    (row,) = reduced.steps
+    t_int = published["t_intended"].to_numpy()
+    by_intended = ((t_int >= row["meas_start_ns"]) & (t_int < row["end_ns"])).sum()
+    assert row["published_in_window"] > 2 * by_intended + 100        # saturated: the two clocks really part
+    out = io.StringIO()
+    print_summary(result.run_dir, reduced, out=out)
+    (line,) = [ln for ln in out.getvalue().splitlines() if ln.startswith("local ")]
+    shown = [float(v.replace(",", "")) for v in line.split()[3:6]]
+    with open(reduced.out_dir / "steps.csv") as f:
+        (csv_row,) = list(csv.DictReader(f))
+    expected = [float(csv_row[k]) for k in ("publish_rate", "confirm_rate", "consume_rate")]
+    assert shown == [round(v) for v in expected]

@@ -39,7 +39,7 @@ def test_spark_submit_to_standalone_cluster(standalone: str, amqp_url: str, uniq
     env = {**os.environ, "PATH": f"{venv_bin}:{os.environ['PATH']}", "PYSPARK_PYTHON": sys.executable,
            "PYSPARK_DRIVER_PYTHON": sys.executable, "SPARK_LOCAL_IP": "127.0.0.1"}
     proc = subprocess.run([str(Path(venv_bin) / "spark-submit"), "--master", standalone, "--conf", "spark.driver.host=127.0.0.1",
-                           str(ROOT / "jobs" / "run.py"), str(f), "--out", str(tmp_path / "out"), "--no-reduce"],
+                           str(ROOT / "jobs" / "run.py"), str(f), "--out", str(tmp_path / "out")],
                           capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     (run_dir,) = (tmp_path / "out").iterdir()

@@ -11,9 +11,10 @@ from rbench.codec import amqp091 as c
 from rbench.codec.amqp091 import K
 from rbench.config.types import PublisherSpec
 from rbench.drivers.amqp091 import Amqp091Publisher, AmqpUri
-from rbench.drivers.amqp091_errors import AccessRefused, NotFound, PreconditionFailed
 from rbench.drivers.amqp091_protocol import Connection
+from rbench.drivers.replies import AccessRefused, NotFound, PreconditionFailed
 from rbench.errors import BrokerError, ConfigError
+from tests.loops import LoopRunner
 
 
 class FakeTransport(asyncio.Transport):
@@ -101,15 +102,7 @@ async def open_channel(conn: Connection, t: FakeTransport) -> Any:
     return await task
 
 
-def run(coro: Any) -> Any:
-    loop = asyncio.new_event_loop()
-    try:
-        return loop.run_until_complete(asyncio.wait_for(coro, 10))
-    finally:
-        loop.close()
-
-
-def test_confirms_are_expanded_per_seq_and_window_holds() -> None:
+def test_confirms_are_expanded_per_seq_and_window_holds(run: LoopRunner) -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         conn, t = await handshake(loop)
@@ -139,10 +132,10 @@ def test_confirms_are_expanded_per_seq_and_window_holds() -> None:
         assert sink.returns == [b"m102"] and pub.outstanding == 0
         assert await pub.drain(0.1) == 0
 
-    run(main())
+    run(main(), timeout=10)
 
 
-def test_blocked_connection_holds_ready_until_unblocked() -> None:
+def test_blocked_connection_holds_ready_until_unblocked(run: LoopRunner) -> None:
     async def main() -> None:
         conn, t = await handshake(asyncio.get_running_loop())
         ch = await open_channel(conn, t)
@@ -154,10 +147,10 @@ def test_blocked_connection_holds_ready_until_unblocked() -> None:
         broker_says(conn, c.encode_method(0, K.CONNECTION_UNBLOCKED))
         await asyncio.wait_for(waiting, 1)
 
-    run(main())
+    run(main(), timeout=10)
 
 
-def test_channel_close_maps_reply_codes_and_replies_close_ok() -> None:
+def test_channel_close_maps_reply_codes_and_replies_close_ok(run: LoopRunner) -> None:
     async def main() -> None:
         conn, t = await handshake(asyncio.get_running_loop())
         ch = await open_channel(conn, t)
@@ -182,10 +175,10 @@ def test_channel_close_maps_reply_codes_and_replies_close_ok() -> None:
             await pub.ready()
         assert await pub.drain(0.1) == 1
 
-    run(main())
+    run(main(), timeout=10)
 
 
-def test_wrong_password_is_access_refused_and_password_not_in_message() -> None:
+def test_wrong_password_is_access_refused_and_password_not_in_message(run: LoopRunner) -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         conn = Connection(loop, "user", "hunter2", "/")
@@ -198,10 +191,10 @@ def test_wrong_password_is_access_refused_and_password_not_in_message() -> None:
         assert "hunter2" not in str(err.value) and err.value.reply_code == 403
         assert t.closed
 
-    run(main())
+    run(main(), timeout=10)
 
 
-def test_no_plain_mechanism_and_lost_handshake() -> None:
+def test_no_plain_mechanism_and_lost_handshake(run: LoopRunner) -> None:
     async def main() -> None:
         loop = asyncio.get_running_loop()
         conn = Connection(loop, "u", "p", "/")
@@ -216,10 +209,10 @@ def test_no_plain_mechanism_and_lost_handshake() -> None:
         with pytest.raises(BrokerError, match="wrong user or password"):
             await conn.opened
 
-    run(main())
+    run(main(), timeout=10)
 
 
-def test_garbage_from_the_broker_fails_the_connection() -> None:
+def test_garbage_from_the_broker_fails_the_connection(run: LoopRunner) -> None:
     async def main() -> None:
         conn, t = await handshake(asyncio.get_running_loop())
         buf = conn.get_buffer(-1)
@@ -228,7 +221,7 @@ def test_garbage_from_the_broker_fails_the_connection() -> None:
         conn.buffer_updated(len(junk))
         assert isinstance(conn.error, BrokerError) and "frame end" in str(conn.error) and t.closed
 
-    run(main())
+    run(main(), timeout=10)
 
 
 def test_uri_parsing() -> None:
@@ -246,7 +239,7 @@ def test_uri_parsing() -> None:
         AmqpUri("amqp://h/?heartbeat=x")
 
 
-def test_heartbeats_sent_when_silent_and_dead_peer_detected() -> None:
+def test_heartbeats_sent_when_silent_and_dead_peer_detected(run: LoopRunner) -> None:
     async def main() -> None:
         conn, t = await handshake(asyncio.get_running_loop())
         assert conn.heartbeat == 30 and conn._hb_handle is not None
@@ -265,4 +258,4 @@ def test_heartbeats_sent_when_silent_and_dead_peer_detected() -> None:
         conn._heartbeat_tick()            # 4 half-intervals (2 heartbeats) without a byte
         assert conn.error is not None and "heartbeat" in str(conn.error) and t.closed
 
-    run(main())
+    run(main(), timeout=10)

@@ -15,14 +15,43 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rbench.codec.amqp10 import (
-    BODY_DATA, BODY_SEQUENCE, BODY_VALUE, MAX_DEPTH, Array, Byte, Char, Decimal32, Decimal64,
-    Decimal128, Described, Float, Header, Int, Long, Message, Properties, Short, Symbol,
-    Timestamp, UByte, UInt, ULong, UShort, decode_data, decode_data_props, decode_message,
-    decode_value, decode_value_at, encode_data, encode_message, encode_value,
+    BODY_DATA,
+    BODY_SEQUENCE,
+    BODY_VALUE,
+    MAX_DEPTH,
+    Array,
+    Byte,
+    Char,
+    Decimal32,
+    Decimal64,
+    Decimal128,
+    Described,
+    Float,
+    Header,
+    Int,
+    Long,
+    Message,
+    Properties,
+    Short,
+    Symbol,
+    Timestamp,
+    UByte,
+    UInt,
+    ULong,
+    UShort,
+    decode_data,
+    decode_data_props,
+    decode_message,
+    decode_value,
+    decode_value_at,
+    encode_data,
+    encode_message,
+    encode_value,
 )
 from rbench.errors import CodecError
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import amqp10_oracle as oracle  # noqa: E402  (tests/ holds the pure-Python oracle)
+import amqp10_oracle as oracle
 
 UTC = dt.timezone.utc
 SEED = {"large-int": 2**31 - 1, "small-list": [1, 2, 3], "bin-string": b"abc"}

@@ -12,9 +12,33 @@ from hypothesis import strategies as st
 from proton import Data
 
 from rbench.codec.amqp10 import (
-    BODY_DATA, BODY_SEQUENCE, Array, Byte, Char, Decimal32, Decimal64, Decimal128, Described,
-    Float, Header, Int, Long, Message, Properties, Short, Symbol, Timestamp, UByte, UInt, ULong,
-    UShort, decode_data_props, decode_message, decode_value, encode_message, encode_value,
+    BODY_DATA,
+    BODY_SEQUENCE,
+    Array,
+    Byte,
+    Char,
+    Decimal32,
+    Decimal64,
+    Decimal128,
+    Described,
+    Float,
+    Header,
+    Int,
+    Long,
+    Message,
+    Properties,
+    Short,
+    Symbol,
+    Timestamp,
+    UByte,
+    UInt,
+    ULong,
+    UShort,
+    decode_data_props,
+    decode_message,
+    decode_value,
+    encode_message,
+    encode_value,
 )
 
 UTC = dt.timezone.utc

@@ -56,7 +56,7 @@ def test_uris_and_variable_rate() -> None:
 @pytest.mark.parametrize("argv, expected", [
     (["-x", "two", "-z", "1"], "-x/--producers: invalid int value"),
     (["--bogus", "-z", "1"], "unrecognized arguments: --bogus"),
-    (["-qa", "novalue", "-z", "1"], "-qa: expected key=value"),
+    (["-qa", "novalue", "-z", "1"], "-qa/--queue-args: expected key=value"),
     (["-V", "100", "-z", "1"], "expected RATE:SECONDS"),
     (["-ad", "maybe", "-z", "1"], "expected true or false"),
     (["-x", "1"], "-z: expected a run time"),

@@ -8,6 +8,7 @@ import pytest
 from rbench.errors import BrokerError
 from rbench.scenarios import stream_publish
 from rbench.scenarios.stream_publish import CountingSink, message, publish_messages
+from tests.loops import LoopRunner
 
 
 class FakePublisher:
@@ -42,10 +43,10 @@ class FakePublisher:
 
 
 @pytest.mark.parametrize("count, batch", [(1, 1), (7, 1), (1000, 100), (250, 100), (0, 100)])
-def test_every_message_once_in_order_never_more_than_a_batch_unconfirmed(count: int, batch: int) -> None:
+def test_every_message_once_in_order_never_more_than_a_batch_unconfirmed(count: int, batch: int, run: LoopRunner) -> None:
     sink = CountingSink()
     pub = FakePublisher(sink)
-    asyncio.run(publish_messages(pub, count, batch))  # type: ignore[arg-type]
+    run(publish_messages(pub, count, batch))  # type: ignore[arg-type]
     sent = [m for w in pub.writes for m in w]
     assert sent == [(message(n), n) for n in range(count)]
     assert all(len(w) <= batch for w in pub.writes)
@@ -53,21 +54,21 @@ def test_every_message_once_in_order_never_more_than_a_batch_unconfirmed(count: 
     assert (sink.acked, sink.nacked) == (count, 0)
 
 
-def test_refused_messages_are_counted_and_publishing_goes_on() -> None:
+def test_refused_messages_are_counted_and_publishing_goes_on(run: LoopRunner) -> None:
     sink = CountingSink()
-    asyncio.run(publish_messages(FakePublisher(sink, refuse=frozenset({3, 150})), 300, 100))  # type: ignore[arg-type]
+    run(publish_messages(FakePublisher(sink, refuse=frozenset({3, 150})), 300, 100))  # type: ignore[arg-type]
     assert (sink.acked, sink.nacked) == (298, 2)
 
 
-def test_a_broker_that_stops_confirming_fails_the_round(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_broker_that_stops_confirming_fails_the_round(monkeypatch: pytest.MonkeyPatch, run: LoopRunner) -> None:
     monkeypatch.setattr(stream_publish, "STALL_TIMEOUT_S", 0.05)
     with pytest.raises(BrokerError, match="not confirmed within"):
-        asyncio.run(publish_messages(FakePublisher(CountingSink(), silent=True), 10, 1))  # type: ignore[arg-type]
+        run(publish_messages(FakePublisher(CountingSink(), silent=True), 10, 1))  # type: ignore[arg-type]
 
 
-def test_a_lost_connection_fails_the_round_with_its_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_lost_connection_fails_the_round_with_its_error(monkeypatch: pytest.MonkeyPatch, run: LoopRunner) -> None:
     monkeypatch.setattr(stream_publish, "STALL_TIMEOUT_S", 0.05)
     pub = FakePublisher(CountingSink(), silent=True)
     pub.error = BrokerError("stream connection lost")
     with pytest.raises(BrokerError, match="connection lost"):
-        asyncio.run(publish_messages(pub, 10, 1))  # type: ignore[arg-type]
+        run(publish_messages(pub, 10, 1))  # type: ignore[arg-type]

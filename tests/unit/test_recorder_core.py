@@ -11,10 +11,19 @@ import pyarrow.parquet as pq
 import pytest
 
 from rbench.codec._recorder import ConfirmSink, ConsumerTap, RecorderCore, Stamper, strings
-from rbench.runtime.recorder import OUTCOME_NAMES, PUBLISHED_SCHEMA, CONSUMED_SCHEMA, Recorder
+from rbench.runtime.recorder import Recorder
 from rbench.runtime.stamp import STAMP, new_payload
-
-ACK, NACK, RETURNED, TIMEOUT, UNCONFIRMED, PENDING = range(6)
+from rbench.samples.schema import (  # noqa: F401
+    ACK,
+    CONSUMED_SCHEMA,
+    NACK,
+    OUTCOMES,
+    PENDING,
+    PUBLISHED_SCHEMA,
+    RETURNED,
+    TIMEOUT,
+    UNCONFIRMED,
+)
 
 
 def published(core: RecorderCore) -> dict[str, np.ndarray]:
@@ -282,4 +291,4 @@ def test_recorder_writes_parts_with_the_contract_schema(tmp_path: Path) -> None:
                                 "t_sent": 7, "t_received": rec.t0_ns + 2_000_000_000, "redelivered": True}]
     marker = json.loads((base / "published" / "c1" / "task-00003" / "attempt-0" / "_COMMITTED").read_text())
     assert marker == {"rows": 4, "parts": 2, "interrupted": False}
-    assert set(OUTCOME_NAMES) >= set(pub["outcome"].to_pylist())
+    assert set(OUTCOMES) >= set(pub["outcome"].to_pylist())

@@ -13,6 +13,7 @@ from rbench.runtime.recorder import Recorder
 from rbench.runtime.schedule import segments
 from rbench.runtime.stamp import read_stamp
 from rbench.runtime.task import _ConsumerState
+from tests.loops import LoopRunner
 
 
 class FakePublisher:
@@ -33,17 +34,17 @@ def recorder(tmp_path: Path) -> Recorder:
     return Recorder(str(tmp_path), "r", "c", 0, 0, ["q"], [0], None)
 
 
-def run(pub: FakePublisher, rec: Recorder, rate: float | None, count: int) -> int:
+def produce(run: LoopRunner, pub: FakePublisher, rec: Recorder, rate: float | None, count: int) -> int:
     async def main() -> int:
         segs = list(segments(time.time_ns(), 0, [(0.0, 5.0, rate)]))
         return await run_producer(pub, PublisherSpec(producer_id=4, queue="q", confirm=True), rec, segs, 30, count, asyncio.Event())
-    return asyncio.run(main())
+    return run(main())
 
 
 @pytest.mark.parametrize("rate", [None, 2000.0])
-def test_each_published_body_carries_its_recorded_stamp(tmp_path: Path, rate: float | None) -> None:
+def test_each_published_body_carries_its_recorded_stamp(tmp_path: Path, rate: float | None, run: LoopRunner) -> None:
     rec, pub = recorder(tmp_path), FakePublisher()
-    assert run(pub, rec, rate, 50) == 50
+    assert produce(run, pub, rec, rate, 50) == 50
     stamps = [read_stamp(b) for b in pub.bodies]
     assert [s[:2] for s in stamps] == [(4, i) for i in range(50)] and all(len(b) == 30 for b in pub.bodies)
     assert all(ti <= ts for _, _, ti, ts in stamps)
@@ -58,14 +59,14 @@ def test_each_published_body_carries_its_recorded_stamp(tmp_path: Path, rate: fl
     rec.close(interrupted=False)
 
 
-def test_a_publish_that_raises_leaves_no_row(tmp_path: Path) -> None:
+def test_a_publish_that_raises_leaves_no_row(tmp_path: Path, run: LoopRunner) -> None:
     rec, pub = recorder(tmp_path), FakePublisher(fail_at=3)
     with pytest.raises(ConnectionError):
-        run(pub, rec, None, 10)
+        produce(run, pub, rec, None, 10)
     assert rec.counts["published"] == 3 and rec.core.pending == 3 and rec.core.published_rows == 3
 
 
-def test_consumer_state_records_and_stops_at_its_limit(tmp_path: Path) -> None:
+def test_consumer_state_records_and_stops_at_its_limit(tmp_path: Path, run: LoopRunner) -> None:
     async def main() -> _ConsumerState:
         rec = recorder(tmp_path)
         state = _ConsumerState(rec, 7, rec.queue_index("q"), 2)
@@ -77,4 +78,4 @@ def test_consumer_state_records_and_stops_at_its_limit(tmp_path: Path) -> None:
         assert rec.counts["consumed"] == 2 and state.count == 2 and state.done.is_set()
         assert (state.consumer_id, state.queue_idx, state.limit, state.recorder) == (7, 0, 2, rec)
         return state
-    asyncio.run(main())
+    run(main())

@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from rbench.runtime.schedule import due_times, segments
+from tests.loops import LoopRunner
 
 
 def test_due_times_follow_rate_exactly() -> None:
@@ -35,7 +36,7 @@ def test_unlimited_rate_segment_has_no_interval() -> None:
     assert seg.interval_ns is None
 
 
-def test_a_producer_behind_schedule_stops_at_the_step_end(tmp_path: Path) -> None:
+def test_a_producer_behind_schedule_stops_at_the_step_end(tmp_path: Path, run: LoopRunner) -> None:
     """When the client cannot keep up, the backlog is dropped at the step's end, not sent late."""
     import asyncio
     import time
@@ -66,7 +67,7 @@ def test_a_producer_behind_schedule_stops_at_the_step_end(tmp_path: Path) -> Non
         assert pub.count == sent
         return sent, time.monotonic() - t
 
-    sent, elapsed = asyncio.run(main())
+    sent, elapsed = run(main())
     assert sent < 1000
     assert elapsed < 0.5 + 0.05 + 0.2
     assert recorder.close(False)["published_rows"] == sent

@@ -1,11 +1,11 @@
-"""Printed step numbers count from 1 while the data keeps the 0-based index (rbench.conventions)."""
+"""Printed step numbers count from 1 while the data keeps the 0-based index (rbench.samples.conventions)."""
 from __future__ import annotations
 
 from typing import Any
 
-from rbench.conventions import shown_step
 from rbench.report.plots import step_ticks
 from rbench.report.render import STEP_COLUMNS, leaderboard_markdown, steps_table_html
+from rbench.samples.conventions import shown_step
 
 
 def _step(step: int, target: float | None) -> dict[str, Any]:

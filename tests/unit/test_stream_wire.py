@@ -22,6 +22,7 @@ from rbench.drivers.stream_wire import (
     stream_uri_from_amqp,
 )
 from rbench.errors import ConfigError
+from tests.loops import LoopRunner
 
 
 def test_registered_as_stream_driver() -> None:
@@ -93,7 +94,7 @@ def test_amqp_data_round_trip(size: int) -> None:
     assert bytes(decode_amqp_data(encode_amqp_data(body))) == body
 
 
-def test_publisher_writes_data_sections_byte_identical_to_the_codec() -> None:
+def test_publisher_writes_data_sections_byte_identical_to_the_codec(run: LoopRunner) -> None:
     """The inline data-section prefix and the codec/fallback encoder agree byte for byte."""
     proto = FakeProto()
 
@@ -102,7 +103,7 @@ def test_publisher_writes_data_sections_byte_identical_to_the_codec() -> None:
         pub.publish(b"0123456789", 5)
         pub.publish(b"y" * 300, 6)
         pub.flush()
-    asyncio.run(go())
+    run(go())
     (frame,) = proto.frames
     msgs = parse_publish(frame)
     assert msgs == [(5, encode_amqp_data(b"0123456789")), (6, encode_amqp_data(b"y" * 300))]
@@ -172,7 +173,7 @@ def parse_publish(frame: bytes) -> list[tuple[int, bytes]]:
     return out
 
 
-def test_messages_of_one_loop_turn_share_a_frame_and_confirms_map_to_seq() -> None:
+def test_messages_of_one_loop_turn_share_a_frame_and_confirms_map_to_seq(run: LoopRunner) -> None:
     proto, sink = FakeProto(), NullSink()
 
     async def go() -> int:
@@ -187,12 +188,12 @@ def test_messages_of_one_loop_turn_share_a_frame_and_confirms_map_to_seq() -> No
         pub.on_error(struct.pack(">QH", 11, 17), 0, 1)
         return await pub.drain(0.1)
 
-    assert asyncio.run(go()) == 0
+    assert run(go()) == 0
     assert parse_publish(proto.frames[0]) == [(10, b"a" * 24), (11, b"b" + b"a" * 23), (12, b"c" + b"a" * 23)]
     assert sink.confirms == [(12, True), (10, True), (11, False)]
 
 
-def test_drain_reports_unconfirmed_messages_after_its_timeout() -> None:
+def test_drain_reports_unconfirmed_messages_after_its_timeout(run: LoopRunner) -> None:
     proto, sink = FakeProto(), NullSink()
 
     async def go() -> int:
@@ -202,10 +203,10 @@ def test_drain_reports_unconfirmed_messages_after_its_timeout() -> None:
         pub.on_confirm(struct.pack(">Q", 0), 0, 1)
         return await pub.drain(0.05)
 
-    assert asyncio.run(go()) == 2
+    assert run(go()) == 2
 
 
-def test_confirm_window_blocks_ready_until_confirms_arrive() -> None:
+def test_confirm_window_blocks_ready_until_confirms_arrive(run: LoopRunner) -> None:
     proto, sink = FakeProto(), NullSink()
 
     async def go() -> None:
@@ -218,10 +219,10 @@ def test_confirm_window_blocks_ready_until_confirms_arrive() -> None:
         pub.on_confirm(struct.pack(">Q", 0), 0, 1)
         await asyncio.wait_for(waiter, 1)
 
-    asyncio.run(go())
+    run(go())
 
 
-def test_large_batches_are_split_below_frame_max() -> None:
+def test_large_batches_are_split_below_frame_max(run: LoopRunner) -> None:
     proto, sink = FakeProto(), NullSink()
     proto.frame_max = 128 * 1024
 
@@ -231,7 +232,7 @@ def test_large_batches_are_split_below_frame_max() -> None:
             pub.publish(b"z" * 10_000, seq)
         pub.flush()
 
-    asyncio.run(go())
+    run(go())
     assert len(proto.frames) > 1 and all(len(f) <= 128 * 1024 for f in proto.frames)
     assert [i for f in proto.frames for i, _ in parse_publish(f)] == list(range(100))
 
@@ -307,7 +308,7 @@ class Recorder:
 
 
 @pytest.mark.parametrize("step", [1, 3, 7, 64, 10_000])
-def test_frames_are_reassembled_whatever_the_read_sizes(step: int) -> None:
+def test_frames_are_reassembled_whatever_the_read_sizes(step: int, run: LoopRunner) -> None:
     async def go() -> list[bytes]:
         proto = StreamProtocol("t")
         rec = Recorder()
@@ -318,7 +319,7 @@ def test_frames_are_reassembled_whatever_the_read_sizes(step: int) -> None:
             proto.data_received(stream[i:i + step])
         return rec.bodies
 
-    assert asyncio.run(go()) == [b"first", b"x" * 5000, b"last"]
+    assert run(go()) == [b"first", b"x" * 5000, b"last"]
 
 
 def test_amqp_consumer_hands_over_the_data_section() -> None:
@@ -347,7 +348,7 @@ def test_amqp_consumer_skips_and_counts_messages_that_are_not_amqp() -> None:
     assert got == [b"good-1", b"good-2"] and c.malformed == 1
 
 
-def test_a_message_larger_than_frame_max_is_refused_at_publish() -> None:
+def test_a_message_larger_than_frame_max_is_refused_at_publish(run: LoopRunner) -> None:
     proto, sink = FakeProto(), NullSink()
     proto.frame_max = 4096
 
@@ -360,6 +361,6 @@ def test_a_message_larger_than_frame_max_is_refused_at_publish() -> None:
             pub.publish(b"c" * 5000, 2)
         pub.flush()
 
-    asyncio.run(go())
+    run(go())
     assert [i for f in proto.frames for i, _ in parse_publish(f)] == [0, 1]
     assert all(len(f) <= 4096 for f in proto.frames)

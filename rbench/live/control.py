@@ -14,11 +14,13 @@ import json
 import socket
 import socketserver
 import threading
+import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from rbench.runtime import histogram
+from rbench.live import histogram
 
 
 @dataclass
@@ -29,6 +31,7 @@ class StepProgress:
     nacked: int = 0
     returned: int = 0
     hist: dict[int, int] = field(default_factory=dict)
+    confirm_hist: dict[int, int] = field(default_factory=dict)     # confirm latency, same log buckets
 
 
 class ProgressBoard:
@@ -41,12 +44,17 @@ class ProgressBoard:
         self.current_step: dict[str, int] = {}
         self.t0_ns: dict[str, int] = {}
         self.tasks_seen: dict[str, set[int]] = defaultdict(set)
+        self.first_seen: dict[str, float] = {}          # cluster → wall-clock s when its first task reported
         self.metrics_endpoints: dict[tuple[str, int], str] = {}
+        self.hooks: list[Callable[[dict[str, Any]], None]] = []     # e.g. rbench.live.run_metrics: sees every line
 
     def add(self, msg: dict[str, Any]) -> None:
+        for hook in self.hooks:
+            hook(msg)
         cluster, step = str(msg["cluster"]), int(msg.get("step", 0))
         with self._lock:
             self.tasks_seen[cluster].add(int(msg.get("task", -1)))
+            self.first_seen.setdefault(cluster, time.time())
             if "metrics_port" in msg:
                 self.metrics_endpoints[(cluster, int(msg["task"]))] = f"http://{msg.get('host', '?')}:{msg['metrics_port']}/metrics"
                 return
@@ -58,6 +66,7 @@ class ProgressBoard:
                 for key in ("published", "confirmed", "consumed", "nacked", "returned"):
                     setattr(target, key, getattr(target, key) + int(msg.get(key, 0)))
                 histogram.merge(target.hist, msg.get("hist", {}))
+                histogram.merge(target.confirm_hist, msg.get("confirm_hist", {}))
 
     def take_second(self, cluster: str, second: int) -> StepProgress:
         """What the tasks did during wall-clock second `second` (and forget older ones)."""
@@ -66,14 +75,20 @@ class ProgressBoard:
                 del self.seconds[key]
             return self.seconds.pop((cluster, second), StepProgress())
 
+    def first_second(self, cluster: str) -> int | None:
+        """The earliest wall-clock second of `cluster` not taken yet (None when there is none)."""
+        with self._lock:
+            return min((s for c, s in self.seconds if c == cluster), default=None)
+
     def step(self, cluster: str, step: int) -> StepProgress:
         with self._lock:
             s = self.steps.get((cluster, step), StepProgress())
-            return StepProgress(s.published, s.confirmed, s.consumed, s.nacked, s.returned, dict(s.hist))
+            return StepProgress(s.published, s.confirmed, s.consumed, s.nacked, s.returned, dict(s.hist),
+                                dict(s.confirm_hist))
 
 
 class _Handler(socketserver.StreamRequestHandler):
-    server: "_Server"
+    server: _Server
 
     def handle(self) -> None:
         self.server.connections.add(self.wfile)
@@ -123,7 +138,7 @@ class ControlServer:
         host, port = self._server.server_address[:2]
         return str(host), int(port)
 
-    def start(self) -> "ControlServer":
+    def start(self) -> ControlServer:
         self._thread.start()
         return self
 
@@ -135,6 +150,10 @@ class ControlServer:
                 wfile.flush()
             except OSError:
                 pass
+
+    def idle(self) -> bool:
+        """No task connected: every line a finished task sent has been read."""
+        return not self._server.connections
 
     @property
     def stopping(self) -> bool:
@@ -158,8 +177,9 @@ class ControlClient:
         if self.address is None:
             return
         try:
-            reader, self._writer = await asyncio.wait_for(asyncio.open_connection(*self.address), 5)
-            sock = self._writer.get_extra_info("socket")
+            reader, writer = await asyncio.wait_for(asyncio.open_connection(*self.address), 5)
+            self._writer = writer
+            sock = writer.get_extra_info("socket")
             if sock is not None:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         except (OSError, asyncio.TimeoutError):

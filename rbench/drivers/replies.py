@@ -1,7 +1,9 @@
-"""Broker reply codes of AMQP 0-9-1 as named BrokerError subclasses.
+"""The broker's refusals as named BrokerError subclasses, shared by every driver.
 
-A test (or a user) can catch ``NotFound`` instead of comparing ``reply_code == 404``,
-and the one-line message always says where it happened and what the broker said.
+AMQP 0-9-1 reply codes name them (403 ACCESS_REFUSED, 404 NOT_FOUND, 406 PRECONDITION_FAILED …);
+the aio-pika driver maps aiormq's exceptions and the stream driver its response codes onto the
+same classes, so a caller catches ``NotFound`` whatever the protocol, instead of comparing
+``reply_code == 404``. The one-line message always says where it happened and what the broker said.
 """
 from __future__ import annotations
 
@@ -105,3 +107,9 @@ def error_for(reply_code: int, reply_text: str, scope: str, doing: str) -> AmqpE
     """The named error for a channel.close / connection.close the broker sent."""
     cls = REPLY_CLASSES.get(reply_code, AmqpError)
     return cls(f"{doing}: broker closed the {scope} with {reply_code} {reply_text}", reply_code, reply_text, scope)
+
+
+def named(message: str, reply_code: int | None, reply_text: str = "", scope: str = "channel") -> AmqpError:
+    """The named error for a reply code some other protocol reported (the stream protocol, aiormq)."""
+    cls = REPLY_CLASSES.get(reply_code, AmqpError) if reply_code is not None else AmqpError
+    return cls(message, reply_code, reply_text, scope)

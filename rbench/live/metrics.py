@@ -76,15 +76,15 @@ class TaskMetrics:
                 ("rbench_latency_seconds", "End-to-end latency, receive minus intended send time", self._latency),
                 ("rbench_confirm_latency_seconds", "Publisher confirm latency, confirm minus send time", self._confirm),
             ):
-                family = HistogramMetricFamily(name, doc, labels=LABELS)
+                hfamily = HistogramMetricFamily(name, doc, labels=LABELS)
                 for step, hist in hists.items():
-                    family.add_metric([*self.base, str(step), self.task], hist.buckets(), hist.sum_s)
-                yield family
+                    hfamily.add_metric([*self.base, str(step), self.task], hist.buckets(), hist.sum_s)
+                yield hfamily
 
 
 def serve(metrics: TaskMetrics, port: int) -> tuple[Any, int]:
     """Serve /metrics on `port` (0 = any free port); returns (server, actual port)."""
     registry = CollectorRegistry()
-    registry.register(metrics)  # type: ignore[arg-type]
+    registry.register(metrics)
     server, _thread = start_http_server(port, addr="0.0.0.0", registry=registry)
     return server, int(server.server_port)

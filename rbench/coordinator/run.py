@@ -1,0 +1,256 @@
+"""The coordinator (the Spark driver side) of `rbench run`: one barrier stage per cluster.
+
+Clusters run one after another (they would otherwise compete for the same client
+CPUs and skew each other). Before any Spark work, every cluster is probed with the
+workload's driver so a broker that is down or refuses credentials fails in seconds
+with one line, not after a Spark stage and a Java traceback.
+"""
+from __future__ import annotations
+
+import asyncio
+import signal
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from rbench.config.load import workload_hash
+from rbench.config.model import Workload
+from rbench.config.types import RunPlan
+from rbench.coordinator.progress import ProgressPrinter
+from rbench.coordinator.timings import Timings
+from rbench.drivers.base import load_driver
+from rbench.errors import BrokerError, ConfigError, ConnectError, RbenchError
+from rbench.live.control import ControlServer
+from rbench.perftest.lines import CsvWriter, PerfTestOutput
+from rbench.plan import check_supported, cluster_target, default_task_count, plan_run
+from rbench.samples.runinfo import STOPPED_BY_COUNT, STOPPED_BY_INTERRUPT, STOPPED_BY_SCHEDULE, RunInfo, new_run_id
+
+PROBE_TIMEOUT_S = 10.0
+
+
+@dataclass
+class RunResult:
+    run_dir: Path
+    status: str
+    info: dict[str, Any]
+
+
+async def _probe(workload: Workload, cluster: str) -> None:
+    driver = load_driver(workload.resolved_driver())
+    try:
+        await asyncio.wait_for(driver.open(cluster_target(workload, cluster)), PROBE_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        raise BrokerError(f"cluster {cluster}: no answer from the broker within {PROBE_TIMEOUT_S:.0f} s") from None
+    finally:
+        try:
+            await asyncio.wait_for(driver.aclose(), 5)
+        except Exception:
+            pass
+
+
+def probe_clusters(workload: Workload) -> None:
+    """Connect once to every cluster; the first that fails raises, named.
+
+    With ``startup_timeout`` (PerfTest --servers-startup-timeout) a broker that refuses or
+    does not answer is retried every second until that many seconds have passed."""
+    check_supported(workload)
+    for c in workload.clusters:
+        deadline = time.monotonic() + workload.startup_timeout
+        while True:
+            try:
+                asyncio.run(_probe(workload, c.name))
+                break
+            except ConnectError as exc:
+                remaining = deadline - time.monotonic()
+                if remaining > 0:
+                    time.sleep(min(1.0, remaining))
+                    continue
+                message = str(exc) if str(exc).startswith("cluster ") else f"cluster {c.name}: {exc}"
+                waited = f" (retried for {workload.startup_timeout:g} s)" if workload.startup_timeout else ""
+                raise ConnectError(message + waited) from None
+            except BrokerError as exc:
+                message = str(exc) if str(exc).startswith("cluster ") else f"cluster {c.name}: {exc}"
+                raise type(exc)(message) from None
+
+
+def _printer(workload: Workload, control: ControlServer, plan: RunPlan, out: TextIO, show: bool) -> ProgressPrinter:
+    """The status-line printer the workload's progress section asks for (and its CSV file)."""
+    pr = workload.progress
+    fmt = PerfTestOutput(pr.id or workload.name, pr.latency_unit, producers=workload.producers > 0,
+                         consumers=workload.consumers > 0, confirm=workload.publisher.confirm,
+                         mandatory=workload.publisher.mandatory)
+    csv = None
+    if pr.csv:
+        try:
+            csv = CsvWriter(pr.csv, fmt)
+        except OSError as exc:
+            raise ConfigError(f"progress.csv: cannot write {pr.csv!r} ({exc.strerror or exc})") from None
+    return ProgressPrinter(control.board, plan, out=out, interval_s=pr.interval, style=pr.format,
+                           perftest=fmt, csv=csv, show=show)
+
+
+def _mark_task_instants(timings: Timings, cluster: str, first_seen: float | None, results: list[dict[str, Any]]) -> None:
+    if first_seen is not None:
+        timings.mark(f"{cluster}: first task connected to the coordinator", first_seen)
+    for what in ("task started", "connected", "declared", "consumers and publishers ready", "t0 agreed with the other tasks"):
+        times = [r["instants"][what] for r in results if what in r.get("instants", {})]
+        if times:
+            timings.mark(f"{cluster}: {what} (last task)", max(times))
+    t0 = min((r["t0_ns"] for r in results if r.get("t0_ns")), default=None)
+    if t0:
+        timings.mark(f"{cluster}: load started (t0, first message due)", t0 / 1e9)
+    end, _ = _load_end(results)
+    if end:
+        timings.mark(f"{cluster}: load ended", end / 1e9)
+    timings.mark(f"{cluster}: stage ended (samples committed)")
+
+
+def _load_end(results: list[dict[str, Any]]) -> tuple[int | None, str]:
+    """When the cluster's load ended (the last task to stop) and why (rbench.samples.runinfo.STOPPED_BY_*)."""
+    loaded = [r for r in results if r.get("producers")] or results      # tasks with only consumers follow the others
+    ends = [int(r["load_end_ns"]) for r in loaded if r.get("load_end_ns")]
+    reasons = {str(r.get("stopped_by")) for r in loaded if r.get("stopped_by")}
+    if STOPPED_BY_INTERRUPT in reasons:
+        reason = STOPPED_BY_INTERRUPT
+    elif reasons == {STOPPED_BY_COUNT}:
+        reason = STOPPED_BY_COUNT
+    else:
+        reason = STOPPED_BY_SCHEDULE
+    return (max(ends) if ends else None), reason
+
+
+class _Interrupts:
+    """First Ctrl-C/SIGTERM: ask tasks to stop and flush; second: cancel the Spark job."""
+
+    def __init__(self, control: ControlServer, session: Any, out: TextIO, info: RunInfo) -> None:
+        self.control, self.session, self.out, self.info = control, session, out, info
+        self.count = 0
+        self._previous: dict[int, Any] = {}
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            self._previous[sig] = signal.signal(sig, self._handle)
+
+    def restore(self) -> None:
+        for sig, handler in self._previous.items():
+            signal.signal(sig, handler)
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        self.count += 1
+        if self.count == 1:
+            print("rbench: stopping — tasks are flushing their samples (again to abort)", file=self.out, flush=True)
+            self.control.stop_tasks()
+        else:
+            # run.json says so before anything else can go wrong: a third Ctrl-C may end the process
+            self.info.mark_unfinished("interrupted")
+            print("rbench: aborting the Spark job", file=self.out, flush=True)
+            self.session.sparkContext.cancelAllJobs()
+
+    @property
+    def interrupted(self) -> bool:
+        return self.count > 0
+
+
+def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: int | None = None,
+                 out: TextIO = sys.stdout, progress: bool = True, control_host: str | None = None,
+                 timings: Timings | None = None, metrics_port: int | None = None, pushgateway: str | None = None,
+                 metrics_linger_s: float = 0.0) -> RunResult:
+    """Run every cluster of `workload` on `session`; samples land in out_root/<run_id>/.
+
+    Call probe_clusters(workload) first for a fast, clear error when a broker is down.
+    The run-wide /metrics (rbench.live.run_metrics) is served on `metrics_port` (0 = any free port;
+    by default on any free port when the workload sets metrics_port), and pushed to
+    `pushgateway` at the end.
+    """
+    from rbench import spark
+
+    run_id = new_run_id(workload.name)
+    run_dir = Path(out_root).resolve() / run_id
+    slots = spark.total_slots(session)
+    n_tasks = {c.name: tasks or default_task_count(workload, slots) for c in workload.clusters}
+    for n in n_tasks.values():
+        if n > slots:
+            raise ConfigError(f"tasks: the run needs {n} Spark task slots at once (barrier stage) "
+                              f"but the cluster offers {slots}; lower tasks or add executors")
+    host = control_host or session.sparkContext.getConf().get("spark.driver.host", "127.0.0.1")
+    control = ControlServer(host=host).start()
+    try:
+        plan = plan_run(workload, run_id, str(run_dir.parent), n_tasks, control=control.address)
+    except BaseException:
+        control.close()
+        raise
+    info = RunInfo(run_dir, plan, workload.model_dump(mode="json", by_alias=True), workload_hash(workload))
+    interrupts = _Interrupts(control, session, out, info)
+    interrupts.install()              # before run.json exists: from then on every interrupt reaches the tasks
+    info.write()
+    timings = timings or Timings()
+    timings.mark("run planned, run.json written")
+    try:
+        printer = _printer(workload, control, plan, out, progress)
+    except BaseException:
+        control.close()
+        interrupts.restore()
+        info.finish("failed")
+        raise
+    status = "complete"
+    print(f"rbench: run {run_id} → {run_dir}", file=out, flush=True)
+    from rbench.live import run_metrics as rm
+    if metrics_port is None and workload.metrics_port is not None:
+        metrics_port = 0
+    live: rm.RunMetrics | None = None
+    try:
+        if metrics_port is not None or pushgateway:
+            live = rm.start(control.board, run_id, workload, plan.driver, metrics_port)
+            if live.port is not None:
+                info.data["metrics_endpoint"] = f"http://{host}:{live.port}/metrics"
+                print(f"rbench: run metrics (all tasks merged): {info.data['metrics_endpoint']}", file=out, flush=True)
+        for cluster in plan.clusters:
+            if interrupts.interrupted:
+                break
+            c = info.cluster(cluster.name)
+            c["status"] = "running"
+            info.write()
+            print(f"rbench: cluster {cluster.name}: {len(cluster.tasks)} task(s), {plan.producers} producer(s), "
+                  f"{plan.consumers} consumer(s), driver {plan.driver}", file=out, flush=True)
+            if progress or printer.csv is not None:
+                printer.start(cluster.name)
+            try:
+                results = spark.submit_barrier_stage(session, list(cluster.tasks))
+            except RbenchError:
+                c["status"] = "failed"
+                raise
+            c["task_results"] = results
+            _mark_task_instants(timings, cluster.name, control.board.first_seen.get(cluster.name), results)
+            c["metrics_endpoints"] = sorted(v for (name, _), v in control.board.metrics_endpoints.items() if name == cluster.name)
+            t0 = min((r["t0_ns"] for r in results if r.get("t0_ns")), default=control.board.t0_ns.get(cluster.name))
+            if t0:
+                info.set_windows(cluster.name, t0, *_load_end(results))
+            c["status"] = "interrupted" if any(r.get("interrupted") for r in results) else "complete"
+            info.write()
+            if c["status"] == "interrupted":
+                status = "interrupted"
+        if interrupts.interrupted:
+            status = "interrupted"
+    except BaseException:
+        status = "interrupted" if interrupts.interrupted else "failed"
+        for wc in workload.clusters:
+            t0 = control.board.t0_ns.get(wc.name)
+            c = info.cluster(wc.name)
+            if t0 and c["t0_ns"] is None:      # the stage died: the load ended now, as far as we know
+                info.set_windows(wc.name, t0, time.time_ns(), STOPPED_BY_INTERRUPT)
+            if c["status"] == "running":
+                c["status"] = status
+        raise
+    finally:
+        info.finish(status)           # first: nothing below may stop run.json from getting its final status
+        printer.stop()
+        if live is not None:
+            rm.finish(live, pushgateway, metrics_linger_s, out, idle=control.idle)
+        control.close()
+        interrupts.restore()
+    return RunResult(run_dir, status, info.data)

@@ -1,0 +1,76 @@
+"""The one-screen summary `rbench run` prints when a run ends.
+
+Every per-step figure comes from the reduce (rbench.reduce: the same rows as steps.csv and the
+report), so the summary and the report can never disagree: there is one definition of a rate
+and one of a percentile. Without a reduce (``--no-reduce``) only the totals the tasks counted
+are printed, with the command that gives the per-step figures.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from rbench.samples.conventions import shown_step
+
+TOTALS = ("published", "confirmed", "consumed", "nacked", "returned", "timeout")
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}"
+
+
+def cluster_totals(info: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """What the tasks counted per cluster (run.json task_results): every message, warm-up included."""
+    return {c["name"]: {k: sum(int(t.get(k, 0)) for t in c.get("task_results", [])) for k in TOTALS}
+            for c in info["clusters"]}
+
+
+def print_summary(run_dir: Path, reduced: Any = None, out: TextIO = sys.stdout) -> None:
+    """Print the run's status, its per-step table (from ``reduced``, a ReduceResult) and per-cluster totals."""
+    info = json.loads((run_dir / "run.json").read_text())
+    print(f"\nrun {info['run_id']}: {info['status']}  ({run_dir})", file=out)
+    steps = list(reduced.steps) if reduced is not None else []
+    if steps:
+        from rbench.reduce.job import RATE_METHOD
+
+        print(f"per step, after a {info.get('warmup_s', 0):g} s warm-up; {RATE_METHOD}; latency in ms: "
+              f"end-to-end = received − intended (coordinated-omission corrected), e2e/sent = received − sent, "
+              f"confirm = confirmed − sent, late = sent − intended (the generator's own lateness: the part of "
+              f"e2e that is not the broker's); exact percentiles over every measured message", file=out)
+        print(f"{'cluster':<12}{'step':>5}{'target/s':>10}{'sent/s':>10}{'conf/s':>10}{'recv/s':>10}"
+              f"{'e2e p50':>9}{'e2e p99':>9}{'e2e max':>9}{'sent p50':>9}{'sent p99':>9}{'conf p99':>9}"
+              f"{'late p50':>9}{'late p99':>9}", file=out)
+        for r in steps:
+            target = "max" if r["target_rate"] is None else f"{r['target_rate']:,.0f}"
+            rates = [r.get(k) for k in ("publish_rate", "confirm_rate", "consume_rate")]
+            shown = "".join(f"{'-' if v is None else f'{v:,.0f}':>10}" for v in rates)
+            print(f"{r['cluster']:<12}{shown_step(r['step']):>5}{target:>10}{shown}"
+                  f"{_ms(r['e2e_p50_ms']):>9}{_ms(r['e2e_p99_ms']):>9}{_ms(r['e2e_max_ms']):>9}"
+                  f"{_ms(r['e2e_sent_p50_ms']):>9}{_ms(r['e2e_sent_p99_ms']):>9}{_ms(r['confirm_p99_ms']):>9}"
+                  f"{_ms(r['send_lag_p50_ms']):>9}{_ms(r['send_lag_p99_ms']):>9}", file=out)
+    for c in info["clusters"]:
+        for st in c.get("steps", []):
+            if st.get("status") == "cut":
+                ran = (st["end_ns"] - st["start_ns"]) / 1e9
+                print(f"{c['name']} step {shown_step(st['step'])}: cut after {ran:.1f} s of {st['duration_s']:g} s "
+                      f"({st['cut_by']}); its rates are over the {ran:.1f} s it ran", file=out)
+            elif st.get("status") == "not run":
+                print(f"{c['name']} step {shown_step(st['step'])}: not run ({st['cut_by']} before it started)", file=out)
+    stale = {c["cluster"]: c["stale"] for c in (reduced.clusters if reduced is not None else [])}
+    for name, counts in cluster_totals(info).items():
+        mine = [r for r in steps if r["cluster"] == name]
+        extra = ""
+        if mine:
+            extra = (f", lost {sum(r['lost'] for r in mine)}, duplicated {sum(r['duplicated'] for r in mine)}"
+                     f" (measured messages)")
+        if stale.get(name):
+            extra += f", stale {stale[name]:,} (left in the queue by an earlier run: ignored)"
+        print(f"{name}: published {counts['published']:,}, confirmed {counts['confirmed']:,}, "
+              f"consumed {counts['consumed']:,}, nacked {counts['nacked']}, returned {counts['returned']}, "
+              f"confirm timeouts {counts['timeout']}{extra}", file=out)
+    if reduced is None:
+        print(f"per-step figures: rbench reduce {run_dir}", file=out)
+    else:
+        print(f"report: {reduced.report}", file=out)

@@ -1,0 +1,47 @@
+"""Connect to the first URI that answers: the fail-over rule every driver shares.
+
+A cluster lists several node URIs; a driver tries them in order within one deadline
+(each URI gets a fair share of what is left, at least a second), and when none answers
+the error names every URI tried, password masked, with why it failed. Drivers differ only
+in how they open one connection and how they describe their protocol's failures.
+"""
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
+
+from rbench.errors import ConfigError, ConnectError, mask_uri
+
+T = TypeVar("T")
+
+
+async def first_that_answers(uris: Sequence[str], open_one: Callable[[str], Awaitable[T]], timeout: float,
+                             why: Callable[[str, BaseException], str | None], what: str = "RabbitMQ") -> T:
+    """``open_one(uri)`` for each URI in order until one succeeds; ConnectError naming them all otherwise.
+
+    ``why(uri, exc)`` says in a few words why ``uri`` failed, or None for an exception that is not a
+    connection failure (it propagates unchanged). Timeouts are described here.
+    """
+    if not uris:
+        raise ConfigError(f"no URI to connect to {what}")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    failures: list[str] = []
+    for i, uri in enumerate(uris):
+        masked = mask_uri(uri)
+        remaining = deadline - loop.time()
+        if remaining <= 0.05:
+            failures.append(f"{masked}: not tried, {timeout:.0f} s connect deadline passed")
+            continue
+        budget = max(remaining / (len(uris) - i), min(remaining, 1.0))
+        try:
+            return await asyncio.wait_for(open_one(uri), budget)
+        except (asyncio.TimeoutError, TimeoutError):
+            failures.append(f"{masked}: no answer within {budget:.1f} s")
+        except Exception as exc:
+            reason = why(uri, exc)
+            if reason is None:
+                raise
+            failures.append(f"{masked}: {reason}")
+    raise ConnectError(f"cannot connect to {what}: " + "; ".join(failures))

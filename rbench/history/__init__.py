@@ -1,0 +1,1 @@
+"""Run history: a Parquet record of every night's per-step results, and regression checks over it."""

@@ -1,0 +1,229 @@
+"""The history: one Parquet file per (night, run) of a reduce's per-step table and leaderboard.
+
+Layout (hive-style partitions, readable by Spark, DuckDB or pyarrow.dataset):
+
+    HISTORY/steps/workload=<name>/date=<YYYY-MM-DD>/<run_id>.parquet
+    HISTORY/leaderboard/workload=<name>/date=<YYYY-MM-DD>/<run_id>.parquet
+
+A file holds the reduce's rows for that run (steps.parquet's columns, unchanged) plus the
+run's metadata as columns, so a night can be explained without its run directory. The
+partition values are in the path only (not in the files), as hive readers expect. Adding the
+same run for the same night again replaces its file: a re-run of ``history add`` never
+counts a night twice. Nothing is recomputed: the figures are the reduce's.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from rbench.errors import ConfigError, SinkError
+
+META_COLUMNS = ("run_id", "night", "started_at", "added_at", "workload_hash", "rbench_version", "broker_version",
+                "commit", "driver", "run_status", "nodes", "instance_type", "volume_type", "volume_gb", "tasks", "regress")
+BOARDS = ("top_throughput", "highest_matched", "cost_at_top", "cost_at_target")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+@dataclass(frozen=True)
+class Added:
+    run_id: str
+    workload: str
+    night: str
+    steps: int
+    path: Path
+    replaced: bool
+
+
+def history_dir(value: str | None) -> Path:
+    """--history DIR, else $RBENCH_HISTORY; one clear line when neither is given."""
+    value = value or os.environ.get("RBENCH_HISTORY")
+    if not value:
+        raise ConfigError("--history: expected a history directory (or set RBENCH_HISTORY)")
+    return Path(value)
+
+
+def parse_night(value: str) -> str:
+    if not _DATE.match(value):
+        raise ConfigError(f"--night: expected a date YYYY-MM-DD, got {value!r}")
+    try:
+        dt.date.fromisoformat(value)
+    except ValueError:
+        raise ConfigError(f"--night: expected a real date YYYY-MM-DD, got {value!r}") from None
+    return value
+
+
+def _read_json(path: Path, what: str) -> dict[str, Any]:
+    try:
+        return dict(json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no {what}") from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"{path}: unreadable {what} ({exc})") from None
+
+
+def _broker_version(run: dict[str, Any], cluster: dict[str, Any]) -> str | None:
+    """Where run.json may say which broker version answered (broker telemetry, issue 16), else None."""
+    for source in (cluster, cluster.get("broker") or {}, run.get("broker") or {}):
+        for key in ("broker_version", "rabbitmq_version", "version"):
+            if isinstance(source, dict) and source.get(key):
+                return str(source[key])
+    return str(run["broker_version"]) if run.get("broker_version") else None
+
+
+def run_metadata(run: dict[str, Any], commit: str | None, broker_version: str | None) -> dict[str, dict[str, Any]]:
+    """Per cluster: the metadata columns a history row carries."""
+    host = run.get("host") or {}
+    regress = (run.get("workload") or {}).get("regress")
+    out = {}
+    for c in run.get("clusters", []):
+        out[c["name"]] = {
+            "started_at": run.get("started_at"), "workload_hash": run.get("workload_hash"),
+            "rbench_version": host.get("rbench"), "broker_version": broker_version or _broker_version(run, c),
+            "commit": commit, "driver": run.get("driver"), "run_status": run.get("status"),
+            "nodes": c.get("nodes"), "instance_type": c.get("instance_type"), "volume_type": c.get("volume_type"),
+            "volume_gb": None if c.get("volume_gb") is None else float(c["volume_gb"]), "tasks": c.get("tasks"),
+            "regress": None if regress is None else json.dumps(regress, sort_keys=True),
+        }
+    return out
+
+
+def _with_meta(table: pa.Table, run_id: str, night: str, meta: dict[str, dict[str, Any]], added_at: str) -> pa.Table:
+    rows = table.to_pylist()
+    for r in rows:
+        m = meta.get(r.get("cluster", ""), next(iter(meta.values()), {}))
+        r.update({"run_id": run_id, "night": dt.date.fromisoformat(night), "added_at": added_at, **m})
+    fields = list(table.schema) + [f for f in _META_SCHEMA if f.name not in table.schema.names]
+    return pa.Table.from_pylist(rows, pa.schema(fields))
+
+
+_META_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("night", pa.date32()), ("started_at", pa.string()), ("added_at", pa.string()),
+    ("workload_hash", pa.string()), ("rbench_version", pa.string()), ("broker_version", pa.string()),
+    ("commit", pa.string()), ("driver", pa.string()), ("run_status", pa.string()), ("nodes", pa.int64()),
+    ("instance_type", pa.string()), ("volume_type", pa.string()), ("volume_gb", pa.float64()), ("tasks", pa.int64()),
+    ("regress", pa.string()),
+])
+
+
+def _board_table(board: dict[str, Any], run_id: str, single_run: bool) -> pa.Table | None:
+    rows = []
+    for name in BOARDS:
+        for r in board.get(name) or []:
+            if r.get("run_id", run_id if single_run else None) == run_id:
+                rows.append({"board": name, **{k: v for k, v in r.items() if k != "run_id"}})
+    if not rows:
+        return None
+    keys: list[str] = []
+    for r in rows:
+        keys += [k for k in r if k not in keys]
+    return pa.Table.from_pylist([{k: r.get(k) for k in keys} for r in rows])
+
+
+def _write(table: pa.Table, path: Path) -> bool:
+    replaced = path.exists()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".parquet.tmp")
+        pq.write_table(table, tmp)
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise SinkError(f"{path}: cannot write the history ({exc.strerror})") from None
+    return replaced
+
+
+def add_run(history: Path, run_dir: str | Path, report_dir: str | Path | None = None, night: str | None = None,
+            commit: str | None = None, broker_version: str | None = None, force: bool = False) -> Added:
+    """Append one run's reduce output (steps and leaderboard) to the history; see the module docstring."""
+    run_dir = Path(run_dir)
+    if night is not None:
+        night = parse_night(night)
+    run = _read_json(run_dir / "run.json", "run.json (is it a run directory?)")
+    run_id, workload = str(run.get("run_id") or run_dir.name), str(run.get("workload_name") or "unnamed")
+    if run.get("status") != "complete" and not force:
+        raise ConfigError(f"{run_dir}: run status is {run.get('status')!r}, not 'complete': a partial night would read "
+                          f"as a regression (--force adds it anyway)")
+    report = Path(report_dir) if report_dir is not None else run_dir / "report"
+    steps_path = report / "steps.parquet"
+    if not steps_path.exists():
+        raise ConfigError(f"{steps_path}: no reduce output; run `rbench reduce {run_dir}` first (or give --report DIR)")
+    try:
+        steps = pq.read_table(steps_path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise ConfigError(f"{steps_path}: unreadable Parquet ({exc})") from None
+    board = _read_json(report / "leaderboard.json", "leaderboard.json").get("leaderboard") or {}
+    runs_in_reduce = set(steps.column("run_id").to_pylist()) if "run_id" in steps.schema.names else {run_id}
+    if run_id not in runs_in_reduce:
+        raise ConfigError(f"{report}: this reduce has no rows of run {run_id} (it has {', '.join(sorted(runs_in_reduce))})")
+    if "run_id" in steps.schema.names:
+        steps = steps.filter(pc.equal(steps.column("run_id"), run_id)).drop_columns(["run_id"])
+    if night is None:
+        started = str(run.get("started_at") or "")
+        try:
+            night = dt.datetime.fromisoformat(started).astimezone(dt.timezone.utc).date().isoformat()
+        except ValueError:
+            raise ConfigError(f"{run_dir}/run.json: started_at {started!r} is not a timestamp; give --night YYYY-MM-DD") from None
+    night = parse_night(night)
+    meta = run_metadata(run, commit, broker_version)
+    added_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    part = f"workload={workload}/date={night}/{run_id}.parquet"
+    replaced = _write(_with_meta(steps, run_id, night, meta, added_at), history / "steps" / part)
+    lb = _board_table(board, run_id, len(runs_in_reduce) == 1)
+    if lb is not None:
+        _write(_with_meta(lb, run_id, night, meta, added_at), history / "leaderboard" / part)
+    return Added(run_id, workload, night, steps.num_rows, history / "steps" / part, replaced)
+
+
+def _read_kind(history: Path, kind: str, workload: str | None) -> pa.Table:
+    root = history / kind
+    if not root.is_dir():
+        raise ConfigError(f"{history}: not a history (no {kind}/ folder); add runs with `rbench history add`")
+    pattern = f"workload={workload}/date=*/*.parquet" if workload else "workload=*/date=*/*.parquet"
+    tables = []
+    for f in sorted(root.glob(pattern)):
+        try:
+            t = pq.read_table(f)
+        except (OSError, pa.ArrowInvalid) as exc:
+            raise ConfigError(f"{f}: unreadable Parquet ({exc})") from None
+        w = f.parent.parent.name.split("=", 1)[1]
+        t = t.append_column("workload", pa.array([w] * t.num_rows, pa.string()))
+        tables.append(t)
+    if not tables:
+        which = f"workload {workload!r}" if workload else "any workload"
+        raise ConfigError(f"{history}: no {kind} of {which} in the history")
+    return pa.concat_tables(tables, promote_options="permissive")
+
+
+def read_steps(history: str | Path, workload: str | None = None) -> pa.Table:
+    """Every per-step row of the history (optionally one workload), metadata columns included."""
+    return _read_kind(Path(history), "steps", workload)
+
+
+def read_leaderboard(history: str | Path, workload: str | None = None) -> pa.Table:
+    return _read_kind(Path(history), "leaderboard", workload)
+
+
+def workloads(history: str | Path) -> list[str]:
+    return sorted(p.name.split("=", 1)[1] for p in (Path(history) / "steps").glob("workload=*") if p.is_dir())
+
+
+def pick_workload(history: Path, workload: str | None) -> str:
+    """The workload to look at: the one given, or the only one in the history."""
+    names = workloads(history)
+    if workload is not None:
+        if workload not in names:
+            raise ConfigError(f"--workload: {workload!r} is not in {history} (it has: {', '.join(names) or 'nothing'})")
+        return workload
+    if not names:
+        raise ConfigError(f"{history}: the history is empty; add runs with `rbench history add RUN_DIR --history {history}`")
+    if len(names) > 1:
+        raise ConfigError(f"--workload: the history holds several workloads ({', '.join(names)}); name one")
+    return names[0]

@@ -1,0 +1,8 @@
+"""RabbitMQ PerfTest compatibility: PerfTest's option grammar, mapped onto rbench's workload model.
+
+* ``options``  — one table of every PerfTest option with what rbench does with it;
+* ``grammar``  — the tokenizer that reads a PerfTest command line by that table;
+* ``mapping``  — parsed options → the workload mapping a YAML file would give;
+* ``bodies``   — message bodies from files (-B) and random JSON documents (--json-body);
+* ``compat``   — the compatibility table of docs/perftest.md, generated from ``options``.
+"""

@@ -1,0 +1,32 @@
+"""The Parquet contract between a run and its reduce (docs/parquet.md).
+
+One row per published message and one per consumed message. Times are int64 ns from
+``time.time_ns()``. The recorder writes these schemas and the reduce reads them; neither
+restates them.
+"""
+from __future__ import annotations
+
+from typing import Literal
+
+import pyarrow as pa
+
+Outcome = Literal["ack", "nack", "returned", "timeout", "unconfirmed"]
+# What became of a published message, as the ``outcome`` column spells it. The recorder's C core
+# keeps the index into this tuple (plus an internal PENDING code that is never written).
+OUTCOMES: tuple[str, ...] = ("ack", "nack", "returned", "timeout", "unconfirmed")
+ACK, NACK, RETURNED, TIMEOUT, UNCONFIRMED, PENDING = range(6)
+# outcomes whose message may have reached a queue: a loss is one of these never consumed
+MAY_BE_DELIVERED: tuple[str, ...] = ("ack", "unconfirmed")
+
+PUBLISHED_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("cluster", pa.string()), ("step", pa.int32()), ("task", pa.int32()),
+    ("producer", pa.int32()), ("queue", pa.string()), ("seq", pa.int64()), ("size", pa.int32()),
+    ("t_intended", pa.int64()), ("t_sent", pa.int64()), ("t_confirmed", pa.int64()), ("outcome", pa.string()),
+])
+CONSUMED_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("cluster", pa.string()), ("step", pa.int32()), ("task", pa.int32()),
+    ("consumer", pa.int32()), ("queue", pa.string()), ("producer", pa.int32()), ("seq", pa.int64()),
+    ("size", pa.int32()), ("t_intended", pa.int64()), ("t_sent", pa.int64()), ("t_received", pa.int64()),
+    ("redelivered", pa.bool_()),
+])
+KINDS: tuple[str, ...] = ("published", "consumed")

@@ -1,0 +1,168 @@
+"""The driver feature matrix: what each registered driver supports, and why it skips the rest.
+
+One table, read by three things: the contract suite (tests/broker/test_driver_contract.py
+skips a cell that is not supported, with the reason written here), docs/drivers.md (its
+matrix section is rendered from this table; tests/unit/test_driver_matrix.py fails when
+the two differ), and that same unit test, which fails when a driver registered in
+``rbench.drivers.base.DRIVERS`` has no row. A new driver slots in by adding one row.
+
+Regenerate the docs section after editing:  ``python -m tests.drivers_matrix --write``
+"""
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from rbench.config.types import ClusterTarget
+
+# feature → what the contract suite checks for it (the docs' legend)
+FEATURES: dict[str, str] = {
+    "declare": "`declare()` creates the queue or stream, and the driver's own delete method removes it",
+    "confirms": "publisher confirms: exactly one `on_confirm(seq, acked=True)` per message; "
+                "`drain()` returns 0 once all are in, the number outstanding until then",
+    "ordered_confirms": "confirms reach the sink in publishing (seq) order",
+    "confirm_window": "`ready()` blocks while `confirm_window` messages are unconfirmed, and returns once one is",
+    "returns": "a mandatory publish to a key nothing is bound to comes back through `on_return` (and is acked)",
+    "prefetch": "`prefetch` bounds the deliveries a consumer holds unacked (broker-side count)",
+    "multi_ack": "`multi_ack_every=N` acks N deliveries at a time with multiple=true; none is left unacked",
+    "streams": "publishes to a stream queue and consumes it from offset `first`",
+    "tls": "connects over TLS (a TLS-terminating proxy in front of the broker) and round-trips messages",
+}
+
+# what every driver must do; not a column because there is no skipping it
+REQUIRED: tuple[str, ...] = (
+    "open against the broker and `aclose()`; afterwards the driver refuses work with a BrokerError",
+    "wrong password → ConnectError within 10 s, password masked (`***`)",
+    "closed port → ConnectError within 10 s naming the refusal, password masked",
+    "publish, then consume: every message delivered once, stamp intact, in publishing order",
+    "a consumer's `aclose()` stops its deliveries",
+    "connection cut mid-publish (TCP proxy): `ready()`/`publish()` raise a BrokerError within 10 s, "
+    "`drain()` and `aclose()` return, and confirmed + refused + still outstanding = published (no silent loss)",
+    "20 ms of added network latency each way shows in every confirm's latency (drivers with confirms)",
+)
+
+
+@dataclass(frozen=True)
+class DriverRow:
+    """One driver's row: how the contract suite reaches it and which features it supports.
+
+    ``supports`` names every feature of FEATURES: True, or the reason it is not supported
+    (that text is the pytest skip reason and goes into docs/drivers.md).
+    """
+
+    name: str
+    endpoint: Literal["amqp", "stream"]            # the broker listener it talks to: 5672 or 5552
+    queue_type: Literal["classic", "stream"]       # what the contract suite declares for it
+    target: Callable[[str], ClusterTarget]         # endpoint URI → the ClusterTarget the driver opens
+    delete: str                                    # its method deleting queues/streams by name ("" if none)
+    tls_query: str = ""                            # amqps:// query naming the CA file ({ca})
+    supports: dict[str, bool | str] = field(default_factory=dict)
+
+    def reason(self, feature: str) -> str | None:
+        """None when ``feature`` is supported, else why not."""
+        if feature not in FEATURES:
+            raise KeyError(f"unknown feature {feature!r}; expected one of {', '.join(FEATURES)}")
+        value = self.supports.get(feature, "not in the matrix")
+        return None if value is True else str(value)
+
+
+def _amqp_target(uri: str) -> ClusterTarget:
+    return ClusterTarget("contract", (uri,))
+
+
+def _stream_target(uri: str) -> ClusterTarget:
+    return ClusterTarget("contract", (), stream_uris=(uri,))
+
+
+MATRIX: dict[str, DriverRow] = {row.name: row for row in (
+    DriverRow(
+        "amqp091", "amqp", "classic", _amqp_target, "delete_queues", tls_query="cacertfile={ca}",
+        supports={"declare": True, "confirms": True, "ordered_confirms": True, "confirm_window": True,
+                  "returns": True, "prefetch": True, "multi_ack": True, "streams": True, "tls": True}),
+    DriverRow(
+        "aiopika", "amqp", "classic", _amqp_target, "delete_queues", tls_query="cafile={ca}",
+        supports={"declare": True, "confirms": True,
+                  "ordered_confirms": "one asyncio task per publish: a confirm reaches the sink when its task "
+                                      "is next scheduled, so seqs can come out of order (each still exactly once)",
+                  "confirm_window": True, "returns": True, "prefetch": True, "multi_ack": True,
+                  "streams": "the reference driver passes no consumer arguments, so it cannot ask for "
+                             "x-stream-offset=first (RabbitMQ starts a stream consumer at `next`)",
+                  "tls": True}),
+    DriverRow(
+        "stream", "stream", "stream", _stream_target, "delete_streams",
+        supports={"declare": True, "confirms": True, "ordered_confirms": True, "confirm_window": True,
+                  "returns": "the stream protocol has no exchanges or routing keys: a publisher writes to one "
+                             "stream by name, and a missing stream is refused when the publisher is declared (404)",
+                  "prefetch": "stream credit counts chunks, not messages, and stream consumers do not ack",
+                  "multi_ack": "stream consumers do not ack; the driver gives credit back per chunk",
+                  "streams": True,
+                  "tls": "rabbitmq-stream+tls:// is refused by stream_wire.parse_stream_uri (not implemented)"}),
+)}
+
+
+# ---------------------------------------------------------------- docs/drivers.md
+
+DOC = Path(__file__).resolve().parent.parent / "docs" / "drivers.md"
+BEGIN = ("<!-- BEGIN driver matrix: generated by `python -m tests.drivers_matrix --write`; "
+         "edit tests/drivers_matrix.py -->")
+END = "<!-- END driver matrix -->"
+
+
+def render() -> str:
+    """The docs section (between BEGIN and END) for the current MATRIX."""
+    names = list(MATRIX)
+    lines = [BEGIN, "", "| feature | " + " | ".join(f"`{n}`" for n in names) + " |",
+             "|---|" + "---|" * len(names)]
+    for feature in FEATURES:
+        cells = ["yes" if MATRIX[n].reason(feature) is None else "skip" for n in names]
+        lines.append(f"| {feature} | " + " | ".join(cells) + " |")
+    lines += ["", "What each feature means (the contract test that checks it):", ""]
+    lines += [f"- **{feature}**: {text}" for feature, text in FEATURES.items()]
+    lines += ["", "Required of every driver (never skipped):", ""]
+    lines += [f"- {text}" for text in REQUIRED]
+    lines += ["", "Skips and why:", ""]
+    for n in names:
+        row = MATRIX[n]
+        reasons = [(f, row.reason(f)) for f in FEATURES if row.reason(f) is not None]
+        for feature, why in reasons:
+            lines.append(f"- `{n}` / {feature}: {why}")
+        if not reasons:
+            lines.append(f"- `{n}`: none")
+    lines += ["", "How the contract suite reaches each driver:", "",
+              "| driver | broker port | declares | deletes with | TLS URI query |", "|---|---|---|---|---|"]
+    for n in names:
+        row = MATRIX[n]
+        port = {"amqp": "5672 (AMQP)", "stream": "5552 (streams)"}[row.endpoint]
+        tls = f"`{row.tls_query}`" if row.tls_query else "—"
+        declares = f"{row.queue_type} queue" + ("" if row.reason("declare") is None else " (declared over AMQP 0.9.1)")
+        deletes = f"`{row.delete}`" if row.delete else "—"
+        lines.append(f"| `{n}` | {port} | {declares} | {deletes} | {tls} |")
+    lines += ["", END]
+    return "\n".join(lines)
+
+
+def documented() -> str:
+    """The matrix section as docs/drivers.md has it now ('' when it has none)."""
+    text = DOC.read_text() if DOC.exists() else ""
+    start, end = text.find(BEGIN), text.find(END)
+    return text[start:end + len(END)] if start >= 0 and end > start else ""
+
+
+def write() -> None:
+    """Replace the matrix section of docs/drivers.md with ``render()``."""
+    text = DOC.read_text()
+    current = documented()
+    if not current:
+        raise SystemExit(f"{DOC}: no '{BEGIN[:30]}…' / '{END}' markers to write between")
+    DOC.write_text(text.replace(current, render()))
+
+
+if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        write()
+        print(f"wrote the driver matrix into {DOC}")
+    else:
+        print(render())

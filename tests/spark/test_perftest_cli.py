@@ -1,0 +1,55 @@
+"""`rbench perftest … -o out.csv` through the CLI, the shared local[2] Spark session and the real broker."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rbench.cli import main
+from rbench.perftest.lines import PerfTestOutput
+from tests.runhelpers import read
+
+
+def test_perftest_command_writes_perftests_csv_once_per_interval(spark, amqp_url: str, unique_name: str, tmp_path: Path,
+                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    csv = tmp_path / "out.csv"
+    argv = ["perftest", "-h", amqp_url, "-u", unique_name, "-x", "1", "-y", "1", "-r", "200", "-prsd", "0",
+            "-c", "50", "-z", "3", "-o", str(csv), "-mf", "compact", "-d", "csv-test", "-st", "5",
+            "--out", str(tmp_path), "--no-reduce", "--master", "local[2]"]
+    try:
+        assert main(argv) == 0, capsys.readouterr().err
+    finally:
+        from tests.broker.test_perftest_features import opened, run
+
+        async def delete() -> None:
+            d = await opened(amqp_url)
+            await d.delete_queues([unique_name])
+            await d.aclose()
+        run(delete)
+    out = capsys.readouterr().out
+    assert "-s/--size: bodies below 24 bytes are sent as 24 bytes" in out          # said once per run
+    assert out.count("-s/--size:") == 1
+    lines = csv.read_text(encoding="utf-8").splitlines()
+    fmt = PerfTestOutput("csv-test", producers=True, consumers=True, confirm=True)
+    assert lines[0] == fmt.csv_header()
+    rows = [ln.split(",") for ln in lines[1:]]
+    # -z 3 at -i 1: one row per wall-clock second the 3 s window touches (the first and last are partial)
+    assert 3 <= len(rows) <= 4, lines
+    assert all(len(r) == 17 and r[0] == "csv-test" for r in rows)
+    times = [float(r[1]) for r in rows]
+    assert times == sorted(times) and 0 < times[0] <= 1.0 and times[-1] - times[0] == pytest.approx(len(rows) - 1)
+    published = [float(r[2]) for r in rows]                   # whole msg/s from 10 up, as PerfTest prints them
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir() and (p / "run.json").exists())
+    sent = read(run_dir, "published").num_rows
+    assert sent == pytest.approx(600, abs=30)                    # 3 s at 200 msg/s
+    # every published message is in exactly one row (rates are per second, intervals are 1 s; a rate
+    # below 10/s prints with a decimal, so allow a message of rounding per row)
+    assert sum(published) == pytest.approx(sent, abs=len(rows))
+    assert all(r[3] == "" for r in rows)                         # returned: no -f mandatory, as PerfTest leaves it
+    assert sum(float(r[4]) for r in rows) == pytest.approx(sent, abs=len(rows))       # confirmed
+    assert sum(float(r[6]) for r in rows) == pytest.approx(sent, abs=len(rows))       # received
+    busy = [r for r in rows if float(r[6]) >= 10]
+    assert busy and all(0 < int(r[7]) <= int(r[8]) <= int(r[11]) for r in busy)     # consumer min ≤ median ≤ p99, µs
+    assert all(0 < int(r[12]) <= int(r[16]) for r in busy)                          # confirm latency, µs
+    # the compact console format, its header once
+    assert out.count("consumer latency") == 1 and "confirm latency" in out
