@@ -104,7 +104,10 @@ class Exchange(_Model):
     name: str = Field(default="direct", description='"" publishes through the default exchange.')
     type: str = Field(default="direct", pattern=r"^[A-Za-z0-9_.:-]+$",
                       description="direct, fanout, topic, headers or any type a broker plugin adds (x-consistent-hash …).")
-    durable: bool = True
+    durable: bool = Field(default=False, description=(
+        "Non-durable by default, as PerfTest declares its exchange, so rbench runs and PerfTest runs share the "
+        "exchange 'direct' on one broker instead of one refusing the other (406 inequivalent arg 'durable'). "
+        "It does not affect what survives a restart: that is the queue's durability and the message's persistence."))
 
 
 class Publisher(_Model):
