@@ -77,7 +77,11 @@ def local_session(master: str | None = None, app_name: str = "rbench", conf: dic
         builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_conf}")
     if master:
         builder = builder.master(master)
-    for key, value in {**LOCAL_DEFAULTS, **(conf or {})}.items():
+    defaults = dict(LOCAL_DEFAULTS)
+    if (master or "").startswith("local"):
+        # executors are this interpreter: fork task workers from a daemon that has the runtime imported
+        defaults["spark.python.daemon.module"] = "rbench.runtime.daemon"
+    for key, value in {**defaults, **(conf or {})}.items():
         builder = builder.config(key, value)
     with _jvm_stderr_to_log():
         session = builder.getOrCreate()

@@ -219,6 +219,7 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
                   f"{plan.consumers} consumer(s), driver {plan.driver}", file=out, flush=True)
             if progress or printer.csv is not None:
                 printer.start(cluster.name)
+            control.expect_tasks(cluster.name, len(cluster.tasks))
             try:
                 results = spark.submit_barrier_stage(session, list(cluster.tasks))
             except RbenchError:

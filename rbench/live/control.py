@@ -6,10 +6,17 @@ connection to the driver and sends JSON lines (progress deltas, once a second);
 the driver answers with a single `stop` line to every task when the user presses
 Ctrl-C or sends SIGTERM, and the tasks then flush their samples and commit.
 The channel is best-effort: a task that cannot reach the driver still runs.
+
+The same channel is the start gate: Spark's BarrierTaskContext.allGather answers by
+polling (about one second per call, measured), so instead each task sends `ready`
+with its proposed t0 and the driver, once every task of that cluster and attempt is
+ready, answers all of them with one t0 at once (milliseconds). Tasks fall back to
+allGather when not every task reached the driver (runtime/task.py decides).
 """
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import socket
 import socketserver
@@ -87,11 +94,46 @@ class ProgressBoard:
                                 dict(s.confirm_hist))
 
 
+GATE_MARGIN_NS = 20_000_000     # t0 this far after the last proposal: the answer reaches every executor first
+
+
+class _StartGate:
+    """Collects `ready` lines per cluster; answers every waiting task once all are in.
+
+    A `ready` from a task already waiting means Spark restarted the barrier stage (all its
+    tasks are relaunched together): the round starts again from that line."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.expected: dict[str, int] = {}
+        self._waiting: dict[str, dict[int, tuple[Any, int]]] = defaultdict(dict)
+
+    def ready(self, msg: dict[str, Any], wfile: Any) -> None:
+        cluster, task = str(msg["cluster"]), int(msg["task"])
+        with self._lock:
+            waiting = self._waiting[cluster]
+            if task in waiting:
+                waiting.clear()
+            waiting[task] = (wfile, int(msg["proposal_ns"]))
+            if len(waiting) < self.expected.get(cluster, 1):
+                return
+            answer = list(waiting.values())
+            waiting.clear()
+        t0 = max(p for _, p in answer) + GATE_MARGIN_NS
+        for w, _ in answer:
+            try:
+                w.write(b"t0 %d\n" % t0)
+                w.flush()
+            except OSError:
+                pass
+
+
 class _Handler(socketserver.StreamRequestHandler):
     server: _Server
 
     def handle(self) -> None:
         self.server.connections.add(self.wfile)
+        self.server.sockets.add(self.connection)
         try:
             if self.server.stopping.is_set():
                 self._send_stop()
@@ -100,11 +142,15 @@ class _Handler(socketserver.StreamRequestHandler):
                     msg = json.loads(line)
                 except ValueError:
                     continue
+                if msg.get("ready"):
+                    self.server.gate.ready(msg, self.wfile)
+                    continue
                 self.server.board.add(msg)
         except OSError:
             pass
         finally:
             self.server.connections.discard(self.wfile)
+            self.server.sockets.discard(self.connection)
 
     def _send_stop(self) -> None:
         try:
@@ -122,7 +168,9 @@ class _Server(socketserver.ThreadingTCPServer):
         super().__init__(address, _Handler)
         self.board = board
         self.connections: set[Any] = set()
+        self.sockets: set[socket.socket] = set()
         self.stopping = threading.Event()
+        self.gate = _StartGate()
 
 
 class ControlServer:
@@ -142,6 +190,10 @@ class ControlServer:
         self._thread.start()
         return self
 
+    def expect_tasks(self, cluster: str, n: int) -> None:
+        """The start gate of `cluster` opens when `n` tasks (one attempt of its stage) are ready."""
+        self._server.gate.expected[cluster] = n
+
     def stop_tasks(self) -> None:
         self._server.stopping.set()
         for wfile in list(self._server.connections):
@@ -160,8 +212,12 @@ class ControlServer:
         return self._server.stopping.is_set()
 
     def close(self) -> None:
+        """Stop accepting and hang up on every task still connected (their start gate fails, not hangs)."""
         self._server.shutdown()
         self._server.server_close()
+        for sock in list(self._server.sockets):
+            with contextlib.suppress(OSError):
+                sock.shutdown(socket.SHUT_RDWR)
 
 
 class ControlClient:
@@ -172,6 +228,11 @@ class ControlClient:
         self.stop_requested = asyncio.Event()
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
+        self._t0: asyncio.Future[int] | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and not self._writer.is_closing()
 
     async def connect(self) -> None:
         if self.address is None:
@@ -190,10 +251,27 @@ class ControlClient:
     async def _read(self, reader: asyncio.StreamReader) -> None:
         try:
             while line := await reader.readline():
-                if line.strip() == b"stop":
+                line = line.strip()
+                if line == b"stop":
                     self.stop_requested.set()
+                elif line.startswith(b"t0 ") and self._t0 is not None and not self._t0.done():
+                    self._t0.set_result(int(line[3:]))
         except (OSError, asyncio.IncompleteReadError):
             pass
+        finally:
+            if self._t0 is not None and not self._t0.done():
+                self._t0.set_exception(ConnectionError("the control connection to the Spark driver closed before the start"))
+
+    async def agree_t0(self, cluster: str, task: int, proposal_ns: int) -> int:
+        """Wait at the driver's start gate; the t0 it answers is the same for every task of the stage.
+
+        No timeout of its own: a task that fails before it is ready fails the barrier stage,
+        and Spark then kills the tasks waiting here."""
+        self._t0 = asyncio.get_running_loop().create_future()
+        if self._reader_task is not None and self._reader_task.done():
+            raise ConnectionError("the control connection to the Spark driver closed before the start")
+        self.send({"ready": True, "cluster": cluster, "task": task, "proposal_ns": proposal_ns})
+        return await self._t0
 
     def send(self, msg: dict[str, Any]) -> None:
         if self._writer is None or self._writer.is_closing():

@@ -1,8 +1,8 @@
 """`rbench reduce`: from run directories to steps.parquet, leaderboard.md and report.html.
 
-Orchestration only: the figures come from the DataFrame functions in stats and
-leaderboard, prices from costs; the small results are collected to the driver as
-Arrow and handed to rbench.report, which needs no Spark.
+Orchestration only: the figures come from stats (Spark scans of the samples, ending in
+small Arrow tables on the driver) and leaderboard (plain Python over the step rows),
+prices from costs; rbench.report renders them and needs no Spark.
 """
 from __future__ import annotations
 
@@ -46,11 +46,6 @@ class ReduceResult:
         return str(self.report)
 
 
-def _rows(df: Any) -> tuple[pa.Table, list[dict[str, Any]]]:
-    table = df.toArrow()
-    return table, table.to_pylist()
-
-
 def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path | None = None, tolerance: float = 0.02,
                 latency_limit_s: float = 1.0, target_rate: float | None = None, force: bool = False,
                 costs_path: str | Path | None = None, master: str | None = None, render: bool = True) -> ReduceResult:
@@ -74,30 +69,32 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
     costs = costmod.cluster_costs(cluster_entries, prices)      # unknown types fail before any Spark work
     notes = list(samples.notes)
     try:
-        steps_raw, tl_df, clusters = reduce_samples(samples)      # small DataFrames built from the collected aggregates
-        steps_tbl, steps = _rows(lb.mark_matched(steps_raw, tolerance, latency_limit_s * 1000.0))
-        steps_df = session.createDataFrame(steps_tbl)
-        tl_tbl, tl = _rows(tl_df)
-        costs_df = lb.costs_frame(session, costs)
-        top = lb.top_throughput(steps_df)
-        chosen = target_rate if target_rate is not None else lb.default_target(steps_df)
-        board = {
-            "top_throughput": _rows(top)[1],
-            "highest_matched": _rows(lb.highest_matched(steps_df))[1],
-            "cost_at_top": _rows(lb.cost_at_top(top, costs_df))[1],
-            "target_rate": chosen,
-            "target_rate_chosen_by": "--target-rate" if target_rate is not None else "highest target every cluster matched",
-            "cost_at_target": _rows(lb.cost_at_target(steps_df, costs_df, chosen))[1] if chosen is not None else [],
-            "costs": costs,
-            "tolerance": tolerance, "latency_limit_ms": latency_limit_s * 1000.0,
-            "prices": {"path": prices.path, "source": prices.source, "currency": prices.currency,
-                       "hours_per_month": prices.hours_per_month},
-        }
+        steps_tbl, tl_tbl, clusters = reduce_samples(samples)
     except Exception as exc:   # Spark wraps file problems (vanished or unreadable part) in Java errors
         if exc.__class__.__module__.startswith(("pyspark", "py4j")):
             first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
             raise SinkError(f"reading samples failed: {first[:300]}") from None
         raise
+    latency_limit_ms = latency_limit_s * 1000.0
+    steps = steps_tbl.to_pylist()
+    for s in steps:
+        s["matched"] = lb.is_matched(s, tolerance, latency_limit_ms)
+    steps_tbl = steps_tbl.append_column("matched", pa.array([s["matched"] for s in steps], pa.bool_()))
+    tl = tl_tbl.to_pylist()
+    top = lb.top_throughput(steps)
+    chosen = target_rate if target_rate is not None else lb.default_target(steps)
+    board = {
+        "top_throughput": top,
+        "highest_matched": lb.highest_matched(steps),
+        "cost_at_top": lb.cost_at_top(top, costs),
+        "target_rate": chosen,
+        "target_rate_chosen_by": "--target-rate" if target_rate is not None else "highest target every cluster matched",
+        "cost_at_target": lb.cost_at_target(steps, costs, chosen) if chosen is not None else [],
+        "costs": costs,
+        "tolerance": tolerance, "latency_limit_ms": latency_limit_ms,
+        "prices": {"path": prices.path, "source": prices.source, "currency": prices.currency,
+                   "hours_per_month": prices.hours_per_month},
+    }
     notes += _step_notes(steps)
     notes += [stale_note(c["run_id"], c["cluster"], c["stale"]) for c in clusters if c["stale"]]
     meta = _meta(samples.runs, board)

@@ -445,29 +445,35 @@ def _runs(*cols: np.ndarray) -> np.ndarray:
 
 COUNTS = ["published_in_window", "confirmed_in_window", "consumed_in_window", "published", *OUTCOME_COLS,
           "deliveries", "redelivered", "reordered", "consumed_unique", "duplicated", "lost"]
-STEPS_SCHEMA = T.StructType([
-    T.StructField("run_id", T.StringType()), T.StructField("cluster", T.StringType()), T.StructField("step", T.IntegerType()),
-    T.StructField("target_rate", T.DoubleType()), T.StructField("window_s", T.DoubleType()),
-    T.StructField("warmup_s", T.DoubleType()), T.StructField("start_ns", T.LongType()), T.StructField("end_ns", T.LongType()),
-    T.StructField("meas_start_ns", T.LongType()),
-    *[T.StructField(c, T.LongType()) for c in COUNTS],
-    *[T.StructField(f"{m}_{n}_ms", T.DoubleType()) for m in METRICS for n in [*PCT_NAMES, "max"]],
-    T.StructField("publish_rate", T.DoubleType()), T.StructField("confirm_rate", T.DoubleType()),
-    T.StructField("consume_rate", T.DoubleType()),
+# The per-step and per-second tables are small (one row per step or second): they are built as
+# Arrow tables on the driver, not as DataFrames, so no Spark job runs after the sample scans.
+STEPS_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("cluster", pa.string()), ("step", pa.int32()),
+    ("target_rate", pa.float64()), ("window_s", pa.float64()),
+    ("warmup_s", pa.float64()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
+    ("meas_start_ns", pa.int64()),
+    *[(c, pa.int64()) for c in COUNTS],
+    *[(f"{m}_{n}_ms", pa.float64()) for m in METRICS for n in [*PCT_NAMES, "max"]],
+    ("publish_rate", pa.float64()), ("confirm_rate", pa.float64()),
+    ("consume_rate", pa.float64()),
 ])
-TIMELINE_SCHEMA = T.StructType([
-    T.StructField("run_id", T.StringType()), T.StructField("cluster", T.StringType()), T.StructField("second", T.LongType()),
-    T.StructField("published", T.LongType()), T.StructField("consumed", T.LongType()),
-    T.StructField("e2e_p50_ms", T.DoubleType()), T.StructField("e2e_p99_ms", T.DoubleType()),
-    T.StructField("e2e_max_ms", T.DoubleType()),
+TIMELINE_SCHEMA = pa.schema([
+    ("run_id", pa.string()), ("cluster", pa.string()), ("second", pa.int64()),
+    ("published", pa.int64()), ("consumed", pa.int64()),
+    ("e2e_p50_ms", pa.float64()), ("e2e_p99_ms", pa.float64()),
+    ("e2e_max_ms", pa.float64()),
 ])
 
 
-def reduce_samples(samples: Any) -> tuple[DataFrame, DataFrame, list[dict[str, Any]]]:
+def _table(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.Table:
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(schema)
+    return pa.Table.from_arrays([pa.array(col, f.type) for col, f in zip(columns, schema, strict=True)], schema=schema)
+
+
+def reduce_samples(samples: Any) -> tuple[pa.Table, pa.Table, list[dict[str, Any]]]:
     """The per-step table (one row per (run, cluster, step) of run.json, every figure the report shows),
-    the per-second timeline, as small DataFrames, and per (run, cluster) the t0 and the count of stale
+    the per-second timeline, as Arrow tables, and per (run, cluster) the t0 and the count of stale
     deliveries every figure excluded. Three passes; see the module docstring."""
-    spark = samples.published.sparkSession
     plan = Plan(samples.window_rows)
     hist = counting_pass(samples, plan, "all")
     ranks = latency_ranks(samples, plan, "tl", hist, {TLHIST: TL_PCTS}) if hist is not None else {}
@@ -491,7 +497,7 @@ def reduce_samples(samples: Any) -> tuple[DataFrame, DataFrame, list[dict[str, A
         rows.append((run_id, cluster, step, target, window_s, warmup_s, start, end, meas, *[c[k] for k in COUNTS],
                      *[lat[gid][f"{mt}_{n}_ms"] for mt in METRICS for n in [*PCT_NAMES, "max"]], *rates))
     rows.sort(key=lambda r: (r[0], r[1], r[2]))
-    steps = spark.createDataFrame(rows, STEPS_SCHEMA)
+    steps = _table(rows, STEPS_SCHEMA)
     # timeline: per (rc, second)
     names = {rc: key for key, rc in plan.rc.items()}
     tl: dict[tuple[int, int], list[Any]] = {}
@@ -506,4 +512,4 @@ def reduce_samples(samples: Any) -> tuple[DataFrame, DataFrame, list[dict[str, A
     tl_rows = sorted(((*names[rc], sec, *vals) for (rc, sec), vals in tl.items()), key=lambda r: (r[0], r[1], r[2]))
     stale = [{"run_id": run_id, "cluster": cluster, "t0_ns": plan.t0[rc], "stale": cnt[STALE].get((rc, 0), 0)}
              for (run_id, cluster), rc in sorted(plan.rc.items())]
-    return steps, spark.createDataFrame(tl_rows, TIMELINE_SCHEMA), stale
+    return steps, _table(tl_rows, TIMELINE_SCHEMA), stale

@@ -11,6 +11,7 @@ import contextlib
 import random
 import signal
 import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
@@ -27,7 +28,10 @@ from rbench.runtime.recorder import Recorder, warm_up
 from rbench.runtime.schedule import phase_of, segments
 from rbench.samples.runinfo import STOPPED_BY_COUNT, STOPPED_BY_INTERRUPT, STOPPED_BY_SCHEDULE
 
-START_MARGIN_NS = 250_000_000        # t0 is this far after the slowest task's proposal: allGather answers every task within ms
+# t0 is this far after the slowest task's proposal when allGather decides it: allGather polls and
+# answered in about 1 s here (measured), so a shorter margin would put the first sends in the past
+START_MARGIN_NS = 1_500_000_000
+SOLO_MARGIN_NS = 100_000_000         # without Spark (one task, no one to wait for)
 EXIT_CHECK_AFTER_S = 2.0             # exit_when: first check this long after t0, then every second (as PerfTest)
 IDLE_S = 1.0                         # a consumer without a message for this long is idle
 
@@ -44,6 +48,34 @@ def run_task(plan: TaskPlan, attempt: int = 0, barrier: Barrier | None = None, a
         runner = asyncio.run
     result: dict[str, Any] = runner(TaskRun(plan, attempt, barrier, all_gather).run())
     return result
+
+
+def _in_daemon_thread(fn: Callable[[str], list[str]], arg: str) -> asyncio.Future[list[str]]:
+    """Run a blocking Spark barrier call off the loop, in a thread the task never waits for.
+
+    (run_in_executor's pool would be joined when the loop closes: a task that fails while
+    its allGather is pending must still be able to report its error.)"""
+    loop = asyncio.get_running_loop()
+    fut: asyncio.Future[list[str]] = loop.create_future()
+
+    def settle(result: list[str] | None, error: BaseException | None) -> None:
+        if fut.done():
+            return
+        if error is not None:
+            fut.set_exception(error)
+        else:
+            fut.set_result(result or [])
+
+    def work() -> None:
+        try:
+            result, error = fn(arg), None
+        except BaseException as exc:   # handed to the awaiting coroutine
+            result, error = None, exc
+        with contextlib.suppress(RuntimeError):         # the loop has closed: nobody waits any more
+            loop.call_soon_threadsafe(settle, result, error)
+
+    threading.Thread(target=work, name="rbench-barrier", daemon=True).start()
+    return fut
 
 
 class _ConsumerState(ConsumerTap):
@@ -84,6 +116,7 @@ class TaskRun:
         # wall-clock instants (s) of this task's start-up, reported to the coordinator's --timings
         self.instants: dict[str, float] = {"task started": time.time()}
         self._metrics_server: Any = None
+        self._all_connected: asyncio.Future[list[str]] | None = None    # every task's control connection is up?
 
     # ---- lifecycle -----------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
@@ -92,6 +125,10 @@ class TaskRun:
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
                 loop.add_signal_handler(sig, self._interrupt)
         await self.control.connect()
+        # Does every task of the stage reach the driver's start gate? Asked now, while this task
+        # connects and declares, so allGather's ~1 s poll overlaps work instead of delaying t0.
+        if self.all_gather is not None:
+            self._all_connected = _in_daemon_thread(self.all_gather, "1" if self.control.connected else "0")
         self._start_metrics()
         watcher = loop.create_task(self._watch_control())
         ticker: asyncio.Task[None] | None = None
@@ -242,14 +279,19 @@ class TaskRun:
             await asyncio.sleep(1.0)
 
     async def _agree_t0(self) -> int:
-        """All tasks publish from one t0: the latest proposal plus a margin."""
-        proposal = time.time_ns() + START_MARGIN_NS
-        loop = asyncio.get_running_loop()
-        if self.all_gather is not None:
-            proposals = await loop.run_in_executor(None, self.all_gather, str(proposal))
-            t0 = max(int(p) for p in proposals)
+        """All tasks publish from one t0: the latest proposal plus a margin.
+
+        The driver's start gate answers within milliseconds once the last task is ready;
+        allGather (about a second per call) is the fallback when some task has no control
+        connection. Both paths are chosen the same way by every task, from one shared answer."""
+        if self._all_connected is None:
+            t0 = time.time_ns() + SOLO_MARGIN_NS
+        elif all(flag == "1" for flag in await self._all_connected):
+            t0 = await self.control.agree_t0(self.plan.cluster.name, self.plan.task, time.time_ns())
         else:
-            t0 = proposal
+            proposal = time.time_ns() + START_MARGIN_NS
+            assert self.all_gather is not None
+            t0 = max(int(p) for p in await _in_daemon_thread(self.all_gather, str(proposal)))
         self.control.send({"cluster": self.plan.cluster.name, "task": self.plan.task, "t0_ns": t0, "step": 0})
         return t0
 
