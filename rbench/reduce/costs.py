@@ -92,14 +92,26 @@ def monthly_cost(cluster: dict[str, Any], prices: Prices) -> dict[str, Any]:
             "monthly_cost": nodes * (instance_month + volume_month)}
 
 
-def cluster_costs(clusters: list[dict[str, Any]], prices: Prices) -> list[dict[str, Any]]:
-    """Monthly cost of every distinct cluster (by name) of some runs; the last description wins."""
+def cluster_costs(clusters: list[dict[str, Any]], prices: Prices) -> tuple[list[dict[str, Any]], list[str]]:
+    """Monthly cost of every distinct cluster (by name) of some runs (the last description wins), and notes.
+
+    Measured figures must not be lost to a price list: at reduce time a type without a price
+    gives the cluster ``monthly_cost`` None (the report says "no price") and a note naming
+    the field, where `rbench validate` refuses the same workload up front."""
     by_name = {str(c.get("name")): c for c in clusters}
-    return [monthly_cost(c, prices) for c in by_name.values()]
+    costs, notes = [], []
+    for name, c in by_name.items():
+        try:
+            costs.append(monthly_cost(c, prices))
+        except ConfigError as exc:
+            notes.append(f"{exc} in {prices.path}: its cost columns say 'no price'")
+            costs.append({"cluster": name, "nodes": c.get("nodes"), "instance_type": c.get("instance_type"),
+                          "volume_type": c.get("volume_type"), "volume_gb": c.get("volume_gb"), "monthly_cost": None})
+    return costs, notes
 
 
-def cost_per_krate(monthly: float, rate: float | None) -> float | None:
+def cost_per_krate(monthly: float | None, rate: float | None) -> float | None:
     """Monthly cost per 1000 msg/s sustained: the figure clusters are compared on."""
-    if rate is None or rate <= 0:
+    if monthly is None or rate is None or rate <= 0:
         return None
     return monthly / (rate / 1000.0)

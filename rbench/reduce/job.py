@@ -66,8 +66,8 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
         session = local_session(master, app_name="rbench-reduce")
     samples = load_samples(session, list(run_dirs), force=force)
     cluster_entries = [c for r in samples.runs for c in r.clusters]
-    costs = costmod.cluster_costs(cluster_entries, prices)      # unknown types fail before any Spark work
-    notes = list(samples.notes)
+    costs, cost_notes = costmod.cluster_costs(cluster_entries, prices)
+    notes = list(samples.notes) + cost_notes
     try:
         steps_tbl, tl_tbl, clusters = reduce_samples(samples)
     except Exception as exc:   # Spark wraps file problems (vanished or unreadable part) in Java errors

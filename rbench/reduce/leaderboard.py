@@ -90,7 +90,7 @@ def cost_at_target(steps: list[Row], costs: list[Row], target_rate: float) -> li
     rows = [_pick({**c, "target_rate": float(target_rate), "highest_matched_target": highest[c["cluster"]],
                    "cost_per_1k_rate": cost_per_krate(c["monthly_cost"], float(target_rate))}, COST_TARGET_COLUMNS)
             for c in costs if c["cluster"] in highest]
-    return sorted(rows, key=lambda r: (r["cost_per_1k_rate"], r["cluster"]))
+    return sorted(rows, key=lambda r: (r["cost_per_1k_rate"] is None, r["cost_per_1k_rate"] or 0.0, r["cluster"]))
 
 
 def default_target(steps: list[Row]) -> float | None:

@@ -54,6 +54,11 @@ def _money(v: Any, currency: str) -> str:
     return "–" if v is None else f"{v:,.2f} {currency}"
 
 
+def _cost(row: dict[str, Any], key: str, currency: str) -> str:
+    """A cost cell: "no price" when the cluster's types are missing from the price list."""
+    return "no price" if row.get("monthly_cost") is None else _money(row[key], currency)
+
+
 def leaderboard_markdown(board: dict[str, Any], notes: list[str], meta: dict[str, Any]) -> str:
     """The leaderboard as Markdown, with the rule and the method of each number."""
     cur = board["prices"]["currency"]
@@ -81,8 +86,8 @@ def leaderboard_markdown(board: dict[str, Any], notes: list[str], meta: dict[str
               "| rank | cluster | nodes × instance | monthly cost | top consumed msg/s | cost per 1000 msg/s/month |",
               "|---|---|---|---|---|---|"]
     for i, r in enumerate(board["cost_at_top"], 1):
-        lines.append(f"| {i} | {r['cluster']} | {r['nodes']} × {r['instance_type']} | {_money(r['monthly_cost'], cur)} | "
-                     f"{fmt(r['consume_rate'])} | {_money(r['cost_per_1k_rate'], cur)} |")
+        lines.append(f"| {i} | {r['cluster']} | {r['nodes']} × {r['instance_type']} | {_cost(r, 'monthly_cost', cur)} | "
+                     f"{fmt(r['consume_rate'])} | {_cost(r, 'cost_per_1k_rate', cur)} |")
     t = board.get("target_rate")
     lines += ["", f"## Cost per 1000 msg/s per month at target {fmt(t)} msg/s", ""]
     if t is None:
@@ -93,8 +98,8 @@ def leaderboard_markdown(board: dict[str, Any], notes: list[str], meta: dict[str
                   "| rank | cluster | nodes × instance | monthly cost | highest matched target | cost per 1000 msg/s/month |",
                   "|---|---|---|---|---|---|"]
         for i, r in enumerate(board["cost_at_target"], 1):
-            lines.append(f"| {i} | {r['cluster']} | {r['nodes']} × {r['instance_type']} | {_money(r['monthly_cost'], cur)} | "
-                         f"{fmt(r['highest_matched_target'])} | {_money(r['cost_per_1k_rate'], cur)} |")
+            lines.append(f"| {i} | {r['cluster']} | {r['nodes']} × {r['instance_type']} | {_cost(r, 'monthly_cost', cur)} | "
+                         f"{fmt(r['highest_matched_target'])} | {_cost(r, 'cost_per_1k_rate', cur)} |")
         if not board["cost_at_target"]:
             lines.append("(no cluster matched this target)")
     if notes:

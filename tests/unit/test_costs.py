@@ -8,6 +8,8 @@ import pytest
 from rbench.errors import ConfigError
 from rbench.reduce.costs import cluster_costs, cost_per_krate, load_prices, monthly_cost
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def _cluster(**kw: object) -> dict[str, object]:
     base: dict[str, object] = {"name": "qq", "nodes": 3, "instance_type": "m5.large", "volume_type": "gp3", "volume_gb": 100}
@@ -47,7 +49,31 @@ def test_cost_per_thousand_msgs() -> None:
 @pytest.mark.parametrize("field,value", [("instance_type", "m9.gigantic"), ("volume_type", "floppy")])
 def test_unknown_types_name_the_field(field: str, value: str) -> None:
     with pytest.raises(ConfigError, match=rf"cluster qq: {field} '{value}' has no price"):
-        cluster_costs([_cluster(**{field: value})], load_prices())
+        monthly_cost(_cluster(**{field: value}), load_prices())        # what `rbench validate` runs
+
+
+@pytest.mark.parametrize("field,value", [("instance_type", "m9.gigantic"), ("volume_type", "floppy")])
+def test_the_reduce_keeps_a_cluster_without_price_and_says_why(field: str, value: str) -> None:
+    costs, notes = cluster_costs([_cluster(**{field: value}), _cluster(name="priced")], load_prices())
+    by = {c["cluster"]: c for c in costs}
+    assert by["qq"]["monthly_cost"] is None and by["priced"]["monthly_cost"] > 0
+    (note,) = notes
+    assert f"cluster qq: {field} '{value}' has no price" in note and "no price" in note
+    assert cost_per_krate(by["qq"]["monthly_cost"], 1000.0) is None
+
+
+@pytest.mark.parametrize("volume", ["io1", "gp2", "st1"])
+def test_every_cluster_of_the_sizing_study_is_priced(volume: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """conf/workloads/qq-sizing-study.yaml with each volume type the study used: all priced, none free."""
+    from rbench.config.load import load_workload
+
+    prices = load_prices()
+    monkeypatch.setenv("RBENCH_SIZING_VOLUME", volume)
+    w = load_workload(str(ROOT / "conf" / "workloads" / "qq-sizing-study.yaml"))
+    assert len(w.clusters) == 7
+    for c in w.clusters:
+        cost = monthly_cost(c.model_dump(), prices)
+        assert cost["volume_type"] == volume and cost["monthly_cost"] > 0
 
 
 def test_bad_price_files(tmp_path: Path) -> None:
@@ -63,3 +89,22 @@ def test_bad_price_files(tmp_path: Path) -> None:
         load_prices(bad)
     with pytest.raises(ConfigError, match="cannot read"):
         load_prices(tmp_path / "missing.yaml")
+
+
+def test_leaderboard_says_no_price_for_an_unpriced_cluster() -> None:
+    from rbench.reduce import leaderboard as lb
+    from rbench.report.render import leaderboard_markdown
+
+    costs, notes = cluster_costs([_cluster(name="odd", instance_type="m9.gigantic"), _cluster(name="qq")], load_prices())
+    steps = [{"cluster": c, "run_id": "r", "step": 0, "target_rate": 1000.0, "consume_rate": 1000.0, "publish_rate": 1000.0,
+              "e2e_p99_ms": 5.0, "matched": True} for c in ("odd", "qq")]
+    top = lb.top_throughput(steps)
+    board = {"top_throughput": top, "highest_matched": lb.highest_matched(steps), "cost_at_top": lb.cost_at_top(top, costs),
+             "target_rate": 1000.0, "target_rate_chosen_by": "test", "cost_at_target": lb.cost_at_target(steps, costs, 1000.0),
+             "costs": costs, "prices": {"currency": "USD", "hours_per_month": 730, "path": "costs.yaml", "source": "test"}}
+    meta = {"runs": [{"run_id": "r", "status": "complete"}], "rate_method": "m", "match_rule": "rule"}
+    md = leaderboard_markdown(board, notes, meta)
+    odd = [line for line in md.splitlines() if line.startswith("| ") and "| odd |" in line and "m9.gigantic" in line]
+    assert len(odd) == 2 and all(line.count("no price") == 2 for line in odd)
+    assert [r["cluster"] for r in board["cost_at_top"]] == ["qq", "odd"]        # priced first, unpriced last
+    assert "instance_type 'm9.gigantic' has no price" in md
