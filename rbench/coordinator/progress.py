@@ -144,6 +144,7 @@ class ProgressPrinter:
         iv.consumed += w.consumed
         histogram.merge(iv.hist, w.hist)
         histogram.merge(iv.confirm_hist, w.confirm_hist)
+        iv.generator = iv.generator or w.generator
         if iv.seconds < self.interval:
             return []
         return self._emit(iv, second + 1)
@@ -186,4 +187,5 @@ class ProgressPrinter:
                 f"received {per_s(iv.consumed):9,.0f}/s | "
                 f"e2e p50 {format_latency(histogram.quantile_ns(so_far.hist, 0.5))}  "
                 f"p99 {format_latency(histogram.quantile_ns(so_far.hist, 0.99))}"
-                + (f" | nacked {iv.nacked} returned {iv.returned}" if iv.nacked or iv.returned else ""))
+                + (f" | nacked {iv.nacked} returned {iv.returned}" if iv.nacked or iv.returned else "")
+                + (f" | GENERATOR-BOUND? {iv.generator}" if iv.generator else ""))

@@ -50,6 +50,9 @@ def print_summary(run_dir: Path, reduced: Any = None, out: TextIO = sys.stdout) 
                   f"{_ms(r['e2e_p50_ms']):>9}{_ms(r['e2e_p99_ms']):>9}{_ms(r['e2e_max_ms']):>9}"
                   f"{_ms(r['e2e_sent_p50_ms']):>9}{_ms(r['e2e_sent_p99_ms']):>9}{_ms(r['confirm_p99_ms']):>9}"
                   f"{_ms(r['send_lag_p50_ms']):>9}{_ms(r['send_lag_p99_ms']):>9}", file=out)
+    for r in steps:
+        if r.get("generator_bound"):
+            print(f"{r['cluster']} step {shown_step(r['step'])}: GENERATOR-BOUND: {r['generator_note']}", file=out)
     for c in info["clusters"]:
         for st in c.get("steps", []):
             if st.get("status") == "cut":

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rbench.live import histogram
+from rbench.samples.generator import live_flag
 
 
 @dataclass
@@ -39,6 +40,7 @@ class StepProgress:
     returned: int = 0
     hist: dict[int, int] = field(default_factory=dict)
     confirm_hist: dict[int, int] = field(default_factory=dict)     # confirm latency, same log buckets
+    generator: str | None = None        # why a task looked generator-bound (rbench.samples.generator.live_flag)
 
 
 class ProgressBoard:
@@ -74,6 +76,10 @@ class ProgressBoard:
                     setattr(target, key, getattr(target, key) + int(msg.get(key, 0)))
                 histogram.merge(target.hist, msg.get("hist", {}))
                 histogram.merge(target.confirm_hist, msg.get("confirm_hist", {}))
+            flag = live_flag(msg["gen"]) if isinstance(msg.get("gen"), dict) and not msg.get("final") else None
+            if flag is not None:
+                second_progress = self.seconds[(cluster, second)]
+                second_progress.generator = second_progress.generator or f"task {msg.get('task', '?')}: {flag}"
 
     def take_second(self, cluster: str, second: int) -> StepProgress:
         """What the tasks did during wall-clock second `second` (and forget older ones)."""

@@ -30,6 +30,7 @@ class Interval:
     consumed: int = 0
     hist: dict[int, int] = field(default_factory=dict)
     confirm_hist: dict[int, int] = field(default_factory=dict)
+    generator: str | None = None     # why the generator looked like the limit in this interval (self-check)
 
     def rate(self, count: int) -> float:
         return count / self.seconds if self.seconds else 0.0

@@ -21,6 +21,7 @@ from rbench.reduce import leaderboard as lb
 from rbench.reduce.load import check_same_workload, load_samples, read_run
 from rbench.reduce.stats import LATENCIES, PERCENTILE_METHOD, reduce_samples
 from rbench.samples.conventions import STALE_MEANING, STEP_NUMBERING, shown_step, stale_note
+from rbench.samples.generator import judge
 
 RATE_METHOD = ("achieved rate = rows whose t_sent (publish) / t_confirmed with outcome ack (confirm) / t_received (consume, "
                "stale deliveries excluded) falls inside the step's measurement window [start + warm-up, end), any step tag, "
@@ -80,6 +81,7 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
     for s in steps:
         s["matched"] = lb.is_matched(s, tolerance, latency_limit_ms)
     steps_tbl = steps_tbl.append_column("matched", pa.array([s["matched"] for s in steps], pa.bool_()))
+    steps_tbl = _self_check(steps_tbl, steps, samples.runs)
     tl = tl_tbl.to_pylist()
     top = lb.top_throughput(steps)
     chosen = target_rate if target_rate is not None else lb.default_target(steps)
@@ -106,10 +108,42 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
     return ReduceResult(out_dir, report, steps, board, notes, clusters)
 
 
+SELF_CHECK_COLUMNS = (("gen_cpu_max", pa.float64()), ("gen_loop_lag_p99_ms", pa.float64()),
+                      ("gen_window_full_min", pa.float64()), ("generator_bound", pa.bool_()), ("generator_note", pa.string()))
+
+
+def _self_check(table: pa.Table, steps: list[dict[str, Any]], runs: list[Any]) -> pa.Table:
+    """Each step's generator self-check (what the tasks measured, in run.json) and its verdict.
+
+    The verdict (rbench.samples.generator.judge) needs the step's exact send lag, which only the
+    reduce has; runs written before the self-check existed get nulls, not a false "fine"."""
+    figures: dict[tuple[str, str, int], list[dict[str, float]]] = {}
+    for run in runs:
+        for c in run.clusters:
+            for result in c.get("task_results") or []:
+                for step, f in (result.get("self_check") or {}).items():
+                    figures.setdefault((run.run_id, str(c.get("name")), int(step)), []).append(f)
+    for s in steps:
+        tasks = figures.get((s["run_id"], s["cluster"], int(s["step"])))
+        if not tasks:
+            s.update({name: None for name, _ in SELF_CHECK_COLUMNS})
+            continue
+        note = judge(tasks, s.get("send_lag_p99_ms"))
+        s.update({"gen_cpu_max": max(t.get("cpu", 0.0) for t in tasks),
+                  "gen_loop_lag_p99_ms": max(t.get("loop_lag_p99_ms", 0.0) for t in tasks),
+                  "gen_window_full_min": min(t.get("window_full", 0.0) for t in tasks),
+                  "generator_bound": note is not None, "generator_note": note})
+    for name, kind in SELF_CHECK_COLUMNS:
+        table = table.append_column(name, pa.array([s[name] for s in steps], kind))
+    return table
+
+
 def _step_notes(steps: list[dict[str, Any]]) -> list[str]:
     notes = []
     for s in steps:
         where = f"{s['run_id']}: cluster {s['cluster']} step {shown_step(s['step'])}"
+        if s.get("generator_note"):
+            notes.append(f"{where}: {s['generator_note']}")
         if s["published"] == 0 and s["deliveries"] == 0:
             notes.append(f"{where}: no messages in the measurement window (no figures)")
         elif s["deliveries"] == 0:

@@ -17,8 +17,9 @@ from rbench.reduce.costs import cost_per_krate
 
 Row = dict[str, Any]
 
-TOP_COLUMNS = ("cluster", "run_id", "step", "target_rate", "consume_rate", "publish_rate", "e2e_p99_ms", "matched")
-MATCHED_COLUMNS = ("cluster", "run_id", "step", "target_rate", "consume_rate", "e2e_p99_ms")
+TOP_COLUMNS = ("cluster", "run_id", "step", "target_rate", "consume_rate", "publish_rate", "e2e_p99_ms", "matched",
+               "generator_bound")
+MATCHED_COLUMNS = ("cluster", "run_id", "step", "target_rate", "consume_rate", "e2e_p99_ms", "generator_bound")
 COST_TOP_COLUMNS = ("cluster", "nodes", "instance_type", "volume_type", "monthly_cost", "consume_rate", "cost_per_1k_rate")
 COST_TARGET_COLUMNS = ("cluster", "nodes", "instance_type", "monthly_cost", "target_rate", "highest_matched_target",
                        "cost_per_1k_rate")

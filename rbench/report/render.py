@@ -21,7 +21,9 @@ STEP_COLUMNS = [
     ("e2e_p99_ms", "e2e p99"), ("e2e_p999_ms", "e2e p99.9"), ("e2e_max_ms", "e2e max"),
     ("e2e_sent_p50_ms", "sent→recv p50"), ("e2e_sent_p99_ms", "sent→recv p99"), ("e2e_sent_max_ms", "sent→recv max"),
     ("confirm_p50_ms", "confirm p50"), ("confirm_p99_ms", "confirm p99"), ("confirm_p999_ms", "confirm p99.9"),
-    ("confirm_max_ms", "confirm max"), ("send_lag_p50_ms", "send lateness p50"), ("send_lag_p99_ms", "send lateness p99"), ("published", "measured published"), ("deliveries", "measured deliveries"),
+    ("confirm_max_ms", "confirm max"), ("send_lag_p50_ms", "send lateness p50"), ("send_lag_p99_ms", "send lateness p99"),
+    ("generator_bound", "generator-bound"), ("gen_cpu_max", "task CPU (max, cores)"), ("gen_loop_lag_p99_ms", "task loop lag p99"),
+    ("gen_window_full_min", "window full (min share)"), ("published", "measured published"), ("deliveries", "measured deliveries"),
     ("nacked", "nacked"), ("returned", "returned"), ("timeout", "confirm timeout"), ("unconfirmed", "unconfirmed"),
     ("lost", "lost"), ("duplicated", "duplicated"), ("reordered", "reordered"), ("redelivered", "redelivered"),
     ("window_s", "window s"),
@@ -54,6 +56,11 @@ def _money(v: Any, currency: str) -> str:
     return "–" if v is None else f"{v:,.2f} {currency}"
 
 
+def _who(row: dict[str, Any]) -> str:
+    """The cluster's name, marked when its step was limited by the load generator (rbench.samples.generator)."""
+    return f"{row['cluster']} (generator-bound: see notes)" if row.get("generator_bound") else str(row["cluster"])
+
+
 def _cost(row: dict[str, Any], key: str, currency: str) -> str:
     """A cost cell: "no price" when the cluster's types are missing from the price list."""
     return "no price" if row.get("monthly_cost") is None else _money(row[key], currency)
@@ -68,12 +75,12 @@ def leaderboard_markdown(board: dict[str, Any], notes: list[str], meta: dict[str
               f"Achieved consume rate of the cluster's best step. {meta['rate_method']}.", "",
               "| rank | cluster | step | target msg/s | consumed msg/s | e2e p99 | matched |", "|---|---|---|---|---|---|---|"]
     for i, r in enumerate(board["top_throughput"], 1):
-        lines.append(f"| {i} | {r['cluster']} | {cell(r, 'step')} | {fmt(r['target_rate'])} | {fmt(r['consume_rate'])} | "
+        lines.append(f"| {i} | {_who(r)} | {cell(r, 'step')} | {fmt(r['target_rate'])} | {fmt(r['consume_rate'])} | "
                      f"{fmt(r['e2e_p99_ms'], '_ms')} | {fmt(r['matched'])} |")
     lines += ["", "## Highest matched target per cluster", "", f"Rule: {meta['match_rule']} (p99 exact, from intended send time).", "",
               "| rank | cluster | step | target msg/s | consumed msg/s | e2e p99 |", "|---|---|---|---|---|---|"]
     for i, r in enumerate(board["highest_matched"], 1):
-        lines.append(f"| {i} | {r['cluster']} | {cell(r, 'step')} | {fmt(r['target_rate'])} | {fmt(r['consume_rate'])} | "
+        lines.append(f"| {i} | {_who(r)} | {cell(r, 'step')} | {fmt(r['target_rate'])} | {fmt(r['consume_rate'])} | "
                      f"{fmt(r['e2e_p99_ms'], '_ms')} |")
     matched = {r["cluster"] for r in board["highest_matched"]}
     missing = sorted({c["cluster"] for c in board["costs"]} - matched)

@@ -26,6 +26,7 @@ from rbench.runtime.clock import SendClock
 from rbench.runtime.producer import BodyChooser, ProducerSink, run_producer
 from rbench.runtime.recorder import Recorder, warm_up
 from rbench.runtime.schedule import phase_of, segments
+from rbench.runtime.selfcheck import SelfCheck
 from rbench.samples.runinfo import STOPPED_BY_COUNT, STOPPED_BY_INTERRUPT, STOPPED_BY_SCHEDULE
 
 # t0 is this far after the slowest task's proposal when allGather decides it: allGather polls and
@@ -117,6 +118,9 @@ class TaskRun:
         self.instants: dict[str, float] = {"task started": time.time()}
         self._metrics_server: Any = None
         self._all_connected: asyncio.Future[list[str]] | None = None    # every task's control connection is up?
+        window = sum(p.confirm_window for p in plan.publishers if p.confirm) \
+            if all(p.confirm_window for p in plan.publishers if p.confirm) else 0
+        self.selfcheck = SelfCheck(lambda: self.recorder.core.pending, window, self._current_step)
 
     # ---- lifecycle -----------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
@@ -149,6 +153,7 @@ class TaskRun:
             self.instants["t0 agreed with the other tasks"] = time.time()
             self.recorder.t0_ns = t0
             ticker = loop.create_task(self._tick_every_second())
+            helpers.append(loop.create_task(self.selfcheck.run()))
             if self.plan.consumer_start_delay_s:
                 starter = loop.create_task(self._start_consumers(t0 + int(self.plan.consumer_start_delay_s * 1e9)))
                 helpers.append(starter)
@@ -162,7 +167,8 @@ class TaskRun:
             await self._drain_consumers(published)
             summary = {"t0_ns": t0, "unconfirmed_at_end": unconfirmed, "load_end_ns": load_end_ns,
                        "stopped_by": self._stopped_by(published),
-                       "producers": len(self.plan.publishers), "instants": self.instants}
+                       "producers": len(self.plan.publishers), "instants": self.instants,
+                       "self_check": self.selfcheck.steps()}
             completed = True
         finally:
             if ticker is not None:
@@ -382,7 +388,8 @@ class TaskRun:
                            "consumed": delta["consumed"], "nacked": delta["nacked"], "returned": delta["returned"],
                            "hist": histogram.bucket_counts(e2e), "final": final,
                            "confirm_hist": histogram.bucket_counts(confirms),
-                           "e2e_sum_ns": int(e2e.sum()), "confirm_sum_ns": int(confirms.sum())})
+                           "e2e_sum_ns": int(e2e.sum()), "confirm_sum_ns": int(confirms.sum()),
+                           "gen": self.selfcheck.second()})
 
     def _start_metrics(self) -> None:
         """Serve Prometheus metrics when the workload asks (port + task index, or any free port)."""

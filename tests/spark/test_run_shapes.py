@@ -86,7 +86,13 @@ def test_full_run_of_two_steps(spark, amqp_url: str, unique_name: str, tmp_path:
     result = run_workload(w, tmp_path, spark, out=io.StringIO())
     steps = run_json(result.run_dir)["clusters"][0]["steps"]
     assert [s["status"] for s in steps] == ["complete", "complete"]
-    printed = _check_rates_against_parquet(result.run_dir, reduce_runs([result.run_dir], session=spark, render=False))
+    reduced = reduce_runs([result.run_dir], session=spark, render=False)
+    printed = _check_rates_against_parquet(result.run_dir, reduced)
+    # the generator self-check ran on every step, and at 300–600 msg/s nothing is generator-bound
+    (task,) = run_json(result.run_dir)["clusters"][0]["task_results"]
+    assert sorted(task["self_check"]) == ["0", "1"]
+    assert all(0 <= f["cpu"] < 2 and f["seconds"] > 1 for f in task["self_check"].values())
+    assert [r["generator_bound"] for r in reduced.steps] == [False, False]
     # the generator keeps its schedule on an idle machine; a broker stalled by other load shows up as a
     # shortfall in the rates above (which must still equal rows ÷ window), so only a broad check here
     assert printed[1][0] == pytest.approx(300, rel=0.1) and printed[2][0] > 300
