@@ -4,7 +4,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from rbench.codec._recorder import ConfirmSink, Stamper
+from rbench.runtime._recorder import ConfirmSink, Stamper
 from rbench.config.types import PublisherSpec
 from rbench.drivers.base import Publisher
 from rbench.runtime.clock import SendClock

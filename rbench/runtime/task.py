@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rbench.codec._recorder import ConsumerTap
+from rbench.runtime._recorder import ConsumerTap
 from rbench.config.types import TaskPlan
 from rbench.drivers.base import Consumer, Driver, Publisher, load_driver
 from rbench.errors import ConfigError
@@ -49,7 +49,7 @@ def run_task(plan: TaskPlan, attempt: int = 0, barrier: Barrier | None = None, a
 class _ConsumerState(ConsumerTap):
     """Per-consumer callback target: records a delivery, stops at the message count.
 
-    ``__call__(body, redelivered, t_received)`` is ConsumerTap's, in C (ext/recorder.pyx):
+    ``__call__(body, redelivered, t_received)`` is ConsumerTap's, in C (ext/runtime/recorder.pyx):
     unless ``count`` reached ``limit`` it records the delivery into the recorder core
     (a body without a stamp is counted but not recorded), and sets ``done`` at the limit."""
 
