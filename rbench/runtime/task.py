@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rbench.runtime._recorder import ConsumerTap
 from rbench.config.types import TaskPlan
 from rbench.drivers.base import Consumer, Driver, Publisher, load_driver
 from rbench.errors import ConfigError
 from rbench.live import histogram
 from rbench.live.control import ControlClient
+from rbench.runtime._recorder import ConsumerTap
 from rbench.runtime.clock import SendClock
 from rbench.runtime.producer import BodyChooser, ProducerSink, run_producer
 from rbench.runtime.recorder import Recorder, warm_up
