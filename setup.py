@@ -16,6 +16,14 @@ from setuptools import Extension, setup
 HERE = Path(__file__).parent
 EXT = HERE / "ext"
 SHARED = EXT / "include"
+loose = sorted(str(p.relative_to(HERE)) for p in EXT.glob("*.pyx"))
+if loose:   # a source outside an owner folder would silently not be built
+    raise SystemExit(f"{', '.join(loose)}: move into ext/OWNER/ (e.g. ext/codec/, ext/drivers/); "
+                     "see docs/codec.md, 'The ext/ layout'")
+orphans = sorted(str(p.relative_to(HERE)) for p in EXT.glob("*/*.pyx")
+                 if not (HERE / "rbench" / p.parent.name / "__init__.py").exists())
+if orphans:  # the folder must name an rbench package: it becomes the module's package
+    raise SystemExit(f"{', '.join(orphans)}: ext/OWNER/ must name a package rbench/OWNER/")
 extensions = [
     Extension(
         f"rbench.{pyx.parent.name}._{pyx.stem}",
