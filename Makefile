@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml setup.py
 
 venv: $(VENV)/.installed
 
-# Recompile ext/*.pyx into rbench/codec whenever a source changes.
+# Recompile ext/OWNER/NAME.pyx into rbench/OWNER/_NAME whenever a source changes (setup.py).
 build: venv
 	$(PY) setup.py -q build_ext --inplace -j 2
 
@@ -70,4 +70,4 @@ bench-regress: venv
 	$(PY) bench/regress_rates.py
 
 clean:
-	rm -rf build rbench/codec/*.so ext/*.c
+	rm -rf build rbench/*/_*.so ext/*/*.c

@@ -204,7 +204,7 @@ def main() -> int:
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {args.rounds} rounds (median), "
         f"10-byte AMQP 1.0 messages, single = {args.single:,} msgs each confirmed, "
         f"batch = {args.batch:,} msgs in batches of {BATCH} each confirmed. "
-        "rbench publishes through its stream driver (C frame builder, ext/stream.pyx): publish() the "
+        "rbench publishes through its stream driver (C frame builder, ext/codec/stream.pyx): publish() the "
         "batch, then await drain() for its confirms (rbench.scenarios.stream_publish.publish_messages). "
         "Client CPU = getrusage user+sys of the client's own process around its publishing loop.",
         "",

@@ -1,4 +1,4 @@
-"""Type stub for the compiled AMQP 0-9-1 codec (ext/amqp091.pyx)."""
+"""Type stub for the compiled AMQP 0-9-1 codec (ext/codec/amqp091.pyx)."""
 from collections.abc import Callable
 from typing import Any
 

@@ -1,4 +1,4 @@
-"""Type stubs for the compiled AMQP 1.0 codec (ext/amqp10.pyx); see docs/codec.md."""
+"""Type stubs for the compiled AMQP 1.0 codec (ext/codec/amqp10.pyx); see docs/codec.md."""
 from __future__ import annotations
 
 import datetime

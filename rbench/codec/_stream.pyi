@@ -1,4 +1,4 @@
-"""Type stub for the compiled stream publisher core (ext/stream.pyx)."""
+"""Type stub for the compiled stream publisher core (ext/codec/stream.pyx)."""
 from collections.abc import Callable
 
 PUBLISH_HEADER_SIZE: int

@@ -1,4 +1,4 @@
-"""Public face of the AMQP 0-9-1 codec (compiled in ext/amqp091.pyx).
+"""Public face of the AMQP 0-9-1 codec (compiled in ext/codec/amqp091.pyx).
 
 Import from here, not from ``_amqp091``: this module names the method keys the
 driver dispatches on and gives methods readable names, so the protocol code reads

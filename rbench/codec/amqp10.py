@@ -1,7 +1,7 @@
 """AMQP 1.0 codec: the type system (OASIS AMQP 1.0 part 1 §1.6) and message format (part 3 §3.2).
 
 The work is done by the compiled extension ``rbench.codec._amqp10`` (built from
-``ext/amqp10.pyx``); this module is its stable public face. There is deliberately no
+``ext/codec/amqp10.pyx``); this module is its stable public face. There is deliberately no
 pure-Python fallback: a missing build must fail loudly rather than silently run ~30x
 slower and skew every benchmark that uses it. The Python <-> AMQP type mapping, the
 zero-copy rules and the limits are documented in ``docs/codec.md``.

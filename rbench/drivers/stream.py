@@ -17,7 +17,7 @@ Shape, and why:
   (chunk granularity, as the broker does it: delivery starts at the first chunk
   written at or after MS, so a few earlier messages of that chunk may arrive);
 * ``message_format``: ``amqp`` wraps the body in an AMQP 1.0 ``data`` section (written
-  by the C frame builder in ext/stream.pyx, byte-identical to
+  by the C frame builder in ext/codec/stream.pyx, byte-identical to
   ``rbench.codec.amqp10.encode_data``; consumers decode with ``amqp10.decode_data``),
   ``binary`` sends it raw. Either way the 24-byte stamp is the first bytes of the body
   the consumer sees.

@@ -4,9 +4,9 @@ from __future__ import annotations
 import asyncio
 import time
 
-from rbench.codec._recorder import ConfirmSink, Stamper
 from rbench.config.types import PublisherSpec
 from rbench.drivers.base import Publisher
+from rbench.runtime._recorder import ConfirmSink, Stamper
 from rbench.runtime.clock import SendClock
 from rbench.runtime.recorder import Recorder
 from rbench.runtime.schedule import Segment, due_times

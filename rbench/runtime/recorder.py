@@ -1,6 +1,6 @@
 """Per-task sample recorder: one row per published and per consumed message.
 
-The hot path appends to growable C columns in ``RecorderCore`` (ext/recorder.pyx; no
+The hot path appends to growable C columns in ``RecorderCore`` (ext/runtime/recorder.pyx; no
 per-row objects) and parts are built from them without copies. Once a
 second the task calls `tick()`, which hands complete rows to a writer thread as one
 Parquet part file whenever 65,536 rows or 5 s have gathered, so memory stays bounded
@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rbench.codec._recorder import Column, RecorderCore, Stamper, strings
+from rbench.runtime._recorder import Column, RecorderCore, Stamper, strings
 from rbench.samples.layout import COMMITTED, attempt_dir
 from rbench.samples.schema import CONSUMED_SCHEMA, OUTCOMES, PENDING, PUBLISHED_SCHEMA
 
@@ -97,7 +97,7 @@ class Recorder:
     """Collects one task attempt's samples; not thread-safe (the task's event loop owns it).
 
     The per-message work (rows, pending confirms, stamp unpacking) is done by
-    ``RecorderCore`` (ext/recorder.pyx); this class owns files, steps and flush rules.
+    ``RecorderCore`` (ext/runtime/recorder.pyx); this class owns files, steps and flush rules.
     """
 
     def __init__(self, out_dir: str, run_id: str, cluster: str, task: int, attempt: int,

@@ -7,7 +7,7 @@ corrected) as well as from the actual send time, without any header parsing.
 A body smaller than the stamp is raised to STAMP_SIZE (PerfTest does the same with
 its 12-byte minimum); the Parquet ``size`` column records the real body size.
 
-The runtime's hot path packs and unpacks this same layout in C (ext/recorder.pyx:
+The runtime's hot path packs and unpacks this same layout in C (ext/runtime/recorder.pyx:
 ``Stamper``, ``RecorderCore.consumed``); these helpers are for tests and drivers.
 """
 from __future__ import annotations

@@ -16,12 +16,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rbench.codec._recorder import ConsumerTap
 from rbench.config.types import TaskPlan
 from rbench.drivers.base import Consumer, Driver, Publisher, load_driver
 from rbench.errors import ConfigError
 from rbench.live import histogram
 from rbench.live.control import ControlClient
+from rbench.runtime._recorder import ConsumerTap
 from rbench.runtime.clock import SendClock
 from rbench.runtime.producer import BodyChooser, ProducerSink, run_producer
 from rbench.runtime.recorder import Recorder, warm_up
@@ -82,7 +82,7 @@ def _in_daemon_thread(fn: Callable[[str], list[str]], arg: str) -> asyncio.Futur
 class _ConsumerState(ConsumerTap):
     """Per-consumer callback target: records a delivery, stops at the message count.
 
-    ``__call__(body, redelivered, t_received)`` is ConsumerTap's, in C (ext/recorder.pyx):
+    ``__call__(body, redelivered, t_received)`` is ConsumerTap's, in C (ext/runtime/recorder.pyx):
     unless ``count`` reached ``limit`` it records the delivery into the recorder core
     (a body without a stamp is counted but not recorded), and sets ``done`` at the limit."""
 

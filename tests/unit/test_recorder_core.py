@@ -1,4 +1,4 @@
-"""The compiled recorder core (ext/recorder.pyx) and the Recorder built on it: no network."""
+"""The compiled recorder core (ext/runtime/recorder.pyx) and the Recorder built on it: no network."""
 from __future__ import annotations
 
 import asyncio
@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from rbench.codec._recorder import ConfirmSink, ConsumerTap, RecorderCore, Stamper, strings
+from rbench.runtime._recorder import ConfirmSink, ConsumerTap, RecorderCore, Stamper, strings
 from rbench.runtime.recorder import Recorder
 from rbench.runtime.stamp import STAMP, new_payload
 from rbench.samples.schema import (  # noqa: F401

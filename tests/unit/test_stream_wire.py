@@ -112,7 +112,7 @@ def test_publisher_writes_data_sections_byte_identical_to_the_codec(run: LoopRun
 @pytest.mark.parametrize("size", [0, 1, 255, 256, 70_000])
 @pytest.mark.parametrize("kind", [bytes, bytearray, memoryview])
 def test_c_frame_builder_matches_the_codec_for_every_size_and_buffer_type(size: int, kind: type) -> None:
-    """ext/stream.pyx writes the data section itself: vbin8 below 256 bytes, vbin32 above."""
+    """ext/codec/stream.pyx writes the data section itself: vbin8 below 256 bytes, vbin32 above."""
     body = bytes((i * 7) & 0xFF for i in range(size))
     firsts: list[int] = []
     frame = PublishFrame(3, 1 << 20, True, lambda: firsts.append(1), lambda need: None)

@@ -23,6 +23,9 @@ from libc.stdlib cimport malloc, free
 from libc.string cimport memcpy
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int64_t
 
+# shared primitives (ext/include/): inline, compiled into this module
+from byteorder cimport put_be32, put_be64, get_be64
+
 cdef enum:
     HEADER = 13          # size, key, version, publisher id, count
     MESSAGE_HEADER = 12  # publishing id, length
@@ -30,21 +33,6 @@ cdef enum:
 PUBLISH_HEADER_SIZE = HEADER
 
 
-cdef inline void put_u32(char* p, uint32_t v) noexcept nogil:
-    p[0] = <char>(v >> 24)
-    p[1] = <char>(v >> 16)
-    p[2] = <char>(v >> 8)
-    p[3] = <char>v
-
-
-cdef inline void put_u64(char* p, uint64_t v) noexcept nogil:
-    put_u32(p, <uint32_t>(v >> 32))
-    put_u32(p + 4, <uint32_t>v)
-
-
-cdef inline uint64_t get_u64(const unsigned char* p) noexcept nogil:
-    return ((<uint64_t>p[0] << 56) | (<uint64_t>p[1] << 48) | (<uint64_t>p[2] << 40) | (<uint64_t>p[3] << 32)
-            | (<uint64_t>p[4] << 24) | (<uint64_t>p[5] << 16) | (<uint64_t>p[6] << 8) | <uint64_t>p[7])
 
 
 cdef class PublishFrame:
@@ -112,10 +100,10 @@ cdef class PublishFrame:
                 if self.length + need > self.capacity:
                     raise OverflowError(f"a message of {need} bytes does not fit a frame of {self.capacity}")
             p = self.buf + self.length
-            put_u64(p, seq)
+            put_be64(p, seq)
             if self.amqp:
                 if n < 256:
-                    put_u32(p + 8, <uint32_t>(n + 5))
+                    put_be32(p + 8, <uint32_t>(n + 5))
                     p[12] = 0x00
                     p[13] = 0x53
                     p[14] = 0x75
@@ -123,15 +111,15 @@ cdef class PublishFrame:
                     p[16] = <char>n
                     p += 17
                 else:
-                    put_u32(p + 8, <uint32_t>(n + 8))
+                    put_be32(p + 8, <uint32_t>(n + 8))
                     p[12] = 0x00
                     p[13] = 0x53
                     p[14] = 0x75
                     p[15] = <char>0xb0
-                    put_u32(p + 16, <uint32_t>n)
+                    put_be32(p + 16, <uint32_t>n)
                     p += 20
             else:
-                put_u32(p + 8, <uint32_t>n)
+                put_be32(p + 8, <uint32_t>n)
                 p += 12
             memcpy(p, data, n)
         finally:
@@ -147,13 +135,13 @@ cdef class PublishFrame:
         cdef bytes out
         if self._count == 0:
             return None
-        put_u32(self.buf, <uint32_t>(self.length - 4))
+        put_be32(self.buf, <uint32_t>(self.length - 4))
         self.buf[4] = 0
         self.buf[5] = 2          # key: Publish
         self.buf[6] = 0
         self.buf[7] = 1          # version 1
         self.buf[8] = <char>self.publisher_id
-        put_u32(self.buf + 9, self._count)
+        put_be32(self.buf + 9, self._count)
         out = PyBytes_FromStringAndSize(self.buf, self.length)
         self.length = HEADER
         self._count = 0
@@ -171,4 +159,4 @@ def confirm_each(bytes data, Py_ssize_t pos, Py_ssize_t count, on_confirm, int64
     if pos < 0 or count < 0 or pos + 8 * count > PyBytes_GET_SIZE(data):
         raise ValueError(f"PublishConfirm: {count} ids do not fit the {PyBytes_GET_SIZE(data)}-byte frame")
     for i in range(count):
-        on_confirm(get_u64(p + pos + 8 * i), True, t_ns)
+        on_confirm(get_be64(p + pos + 8 * i), True, t_ns)

@@ -19,15 +19,10 @@ from cpython.bytearray cimport PyByteArray_CheckExact, PyByteArray_AS_STRING, Py
 from libc.stdlib cimport malloc, realloc, free
 from libc.string cimport memcpy
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
-from libc.time cimport time_t
 
-cdef extern from "time.h":
-    ctypedef int clockid_t
-    struct timespec:
-        time_t tv_sec
-        long tv_nsec
-    int clock_gettime(clockid_t, timespec*) nogil
-    clockid_t CLOCK_REALTIME
+# shared primitives (ext/include/): inline, compiled into this module
+from byteorder cimport put_le32, put_le64, get_le32, get_le64
+from clock cimport realtime_ns
 
 # outcomes, as in recorder.OUTCOME_NAMES
 cdef enum:
@@ -70,43 +65,11 @@ cdef const char* _FMT_H = b"h"
 cdef const char* _FMT_B = b"b"
 
 
-cdef inline int64_t _now_ns() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
-
-
-cdef inline void _put_u32(uint8_t* p, uint32_t v) noexcept nogil:
-    p[0] = v & 0xff
-    p[1] = (v >> 8) & 0xff
-    p[2] = (v >> 16) & 0xff
-    p[3] = (v >> 24) & 0xff
-
-
-cdef inline void _put_i64(uint8_t* p, int64_t s) noexcept nogil:
-    cdef uint64_t v = <uint64_t>s
-    cdef int i
-    for i in range(8):
-        p[i] = (v >> (8 * i)) & 0xff
-
-
-cdef inline uint32_t _get_u32(const uint8_t* p) noexcept nogil:
-    return p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
-
-
-cdef inline int64_t _get_i64(const uint8_t* p) noexcept nogil:
-    cdef uint64_t v = 0
-    cdef int i
-    for i in range(8):
-        v |= (<uint64_t>p[i]) << (8 * i)
-    return <int64_t>v
-
-
 cdef inline void _write_stamp(uint8_t* p, uint32_t producer, uint32_t seq, int64_t t_intended, int64_t t_sent) noexcept nogil:
-    _put_u32(p, producer)
-    _put_u32(p + 4, seq)
-    _put_i64(p + 8, t_intended)
-    _put_i64(p + 16, t_sent)
+    put_le32(p, producer)
+    put_le32(p + 4, seq)
+    put_le64(p + 8, <uint64_t>t_intended)
+    put_le64(p + 16, <uint64_t>t_sent)
 
 
 cdef class Column:
@@ -505,8 +468,8 @@ cdef class RecorderCore:
         try:
             if view.len < 24:
                 return False
-            producer = _get_u32(<const uint8_t*>view.buf)
-            seq = _get_u32(<const uint8_t*>view.buf + 4)
+            producer = get_le32(<const uint8_t*>view.buf)
+            seq = get_le32(<const uint8_t*>view.buf + 4)
         finally:
             PyBuffer_Release(&view)
         self.n_returned += 1
@@ -531,11 +494,11 @@ cdef class RecorderCore:
             _cols_grow(t)
         (<int32_t*>t.ptr[C_CONSUMER])[i] = consumer
         (<int16_t*>t.ptr[C_QUEUE])[i] = queue_idx
-        (<int32_t*>t.ptr[C_PRODUCER])[i] = <int32_t>_get_u32(p)
+        (<int32_t*>t.ptr[C_PRODUCER])[i] = <int32_t>get_le32(p)
         (<int32_t*>t.ptr[C_SIZE])[i] = <int32_t>size
-        (<int64_t*>t.ptr[C_SEQ])[i] = _get_u32(p + 4)
-        (<int64_t*>t.ptr[C_INTENDED])[i] = _get_i64(p + 8)
-        (<int64_t*>t.ptr[C_SENT])[i] = _get_i64(p + 16)
+        (<int64_t*>t.ptr[C_SEQ])[i] = get_le32(p + 4)
+        (<int64_t*>t.ptr[C_INTENDED])[i] = <int64_t>get_le64(p + 8)
+        (<int64_t*>t.ptr[C_SENT])[i] = <int64_t>get_le64(p + 16)
         (<int64_t*>t.ptr[C_RECEIVED])[i] = t_received
         (<int8_t*>t.ptr[C_REDELIVERED])[i] = 1 if redelivered else 0
         t.n = i + 1
@@ -674,7 +637,7 @@ cdef class Stamper:
     def stamp(self, int64_t seq, int64_t t_intended, int64_t not_after) -> int:
         """Take t_sent = time.time_ns(); if it is before ``not_after`` stamp the body with
         (producer, seq, t_intended, t_sent), record the row and return t_sent, else 0."""
-        cdef int64_t t_sent = _now_ns()
+        cdef int64_t t_sent = realtime_ns()
         if t_sent >= not_after:
             return 0
         self._stamp(seq, t_intended, t_sent)
@@ -682,7 +645,7 @@ cdef class Stamper:
 
     def stamp_now(self, int64_t seq, int64_t not_after) -> int:
         """``stamp`` with t_intended = t_sent (unlimited rate: no schedule)."""
-        cdef int64_t t_sent = _now_ns()
+        cdef int64_t t_sent = realtime_ns()
         if t_sent >= not_after:
             return 0
         self._stamp(seq, t_sent, t_sent)

@@ -1,4 +1,4 @@
-"""Type stub for the compiled recorder core (ext/recorder.pyx)."""
+"""Type stub for the compiled recorder core (ext/runtime/recorder.pyx)."""
 import asyncio
 from typing import Any
 
