@@ -318,7 +318,7 @@ cdef class Sender:
         return 0
 
     def write(self, bytearray out not None, payload, int64_t seq):
-        """Append ``payload`` as one delivery (1+ transfer frames) to ``out``; bytes written.
+        """Append ``payload`` as one delivery (1+ transfer frames) to ``out``; the size of ``out`` after.
 
         The data section carries the payload as it is (its first 24 bytes are rbench's
         stamp); a durable link adds a header section with durable=true."""
@@ -381,7 +381,7 @@ cdef class Sender:
         self.next_id += 1
         self.delivery_count += 1
         self.credit -= 1
-        return written
+        return PyByteArray_GET_SIZE(out)
 
     cdef int _settle(self, uint32_t first, uint32_t last, int64_t outcome) except -1:
         cdef uint32_t d
@@ -457,6 +457,7 @@ cdef class Receiver:
     cdef uint32_t partial_id
     cdef bint partial_settled
     cdef readonly Py_ssize_t pending         # deliveries received and not yet settled
+    cdef readonly int64_t dispositions       # disposition frames written
     cdef uint32_t first_pending
     cdef uint32_t last_pending
 
@@ -503,6 +504,7 @@ cdef class Receiver:
         w[25] = 0x41                                 # settled
         w[26] = 0x00; w[27] = 0x53; w[28] = 0x24; w[29] = 0x45    # accepted
         self.pending = 0
+        self.dispositions += 1
         return 0
 
     def flush_dispositions(self, bytearray out not None):

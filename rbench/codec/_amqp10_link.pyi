@@ -50,6 +50,7 @@ class Receiver:
     received: int
     stopped: bool
     pending: int
+    dispositions: int
     def __init__(self, channel: int, handle: int, on_message: Any, window: int, ack_every: int,
                  settle: bool, next_incoming_id: int) -> None: ...
     def write_flow(self, out: bytearray, credit: int, drain: bool = False) -> None: ...

@@ -22,17 +22,16 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-import time
 from typing import Any
 from urllib.parse import quote
 
 from rbench.codec._amqp10_link import Receiver, Sender
-from rbench.codec.amqp10 import Described, Symbol, UByte, UInt, ULong
+from rbench.codec.amqp10 import Described, UByte, UInt, ULong
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
-from rbench.drivers.amqp10_protocol import ATTACH, SOURCE, TARGET, Amqp10Uri, Connection, Session
+from rbench.drivers.amqp10_protocol import FLUSH_BYTES, SOURCE, TARGET, Amqp10Uri, Connection, Session
 from rbench.drivers.base import OnMessage, PublishSink
 from rbench.drivers.connect import first_that_answers
-from rbench.drivers.replies import AccessRefused
+from rbench.drivers.replies import AccessRefused, NotFound
 from rbench.errors import BrokerError, CodecError, os_error_text
 
 CONNECT_TIMEOUT_S = 9.0
@@ -125,8 +124,8 @@ class Amqp10Publisher:
         if self._error is not None:
             raise self._error
         conn = self._conn
-        if self._sender.write(conn.reader.out, payload, seq) > 65536:
-            conn.flush()
+        if self._sender.write(conn.reader.out, payload, seq) >= FLUSH_BYTES:
+            conn.flush()                    # a long burst: write now, so the transport's flow control can act
         else:
             conn.schedule_flush()
         self.published += 1
@@ -225,7 +224,7 @@ class Amqp10Driver:
 
     async def _admin_driver(self) -> Any:
         """The AMQP 0.9.1 connection used for declarations (RabbitMQ 3.x's AMQP 1.0 plugin cannot declare)."""
-        self.connection                        # a closed driver refuses work
+        _ = self.connection                    # a closed driver refuses work
         if self._admin is None:
             from rbench.drivers.amqp091 import Amqp091Driver
 
@@ -252,6 +251,12 @@ class Amqp10Driver:
         key = spec.routing_key or (spec.queue if not spec.exchange else "")
         where = address(form, queue=key, exchange=spec.exchange, key=key)
         doing = f"attach sender to {where!r}"
+        if not spec.exchange and form == "v1":
+            # the 3.x plugin attaches a sender to a missing /amq/queue/Q and drops what it sends there
+            try:
+                await self.queue_declare(key, passive=True)
+            except NotFound as exc:
+                raise NotFound(f"{doing}: {exc.reply_text or 'no such queue'}", None, exc.reply_text, "link") from None
         session = await conn.begin(doing)
         settled = not spec.confirm
         # registered before the attach: the broker's first flow (credit) may come with its attach
@@ -302,5 +307,4 @@ class Amqp10Driver:
             await conn.close()
 
 
-__all__ = ["ATTACH", "Amqp10Consumer", "Amqp10Driver", "Amqp10Publisher", "Symbol", "address", "connect",
-           "time"]
+__all__ = ["Amqp10Consumer", "Amqp10Driver", "Amqp10Publisher", "address", "connect"]
