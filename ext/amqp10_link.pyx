@@ -62,6 +62,18 @@ cdef inline void be32(uint8_t* p, uint32_t v) noexcept nogil:
     p[3] = v & 0xff
 
 
+cdef inline void le32(uint8_t* p, uint32_t v) noexcept nogil:
+    p[0] = v & 0xff
+    p[1] = (v >> 8) & 0xff
+    p[2] = (v >> 16) & 0xff
+    p[3] = v >> 24
+
+
+cdef inline void le64(uint8_t* p, uint64_t v) noexcept nogil:
+    le32(p, <uint32_t>v)
+    le32(p + 4, <uint32_t>(v >> 32))
+
+
 cdef inline uint32_t rd32(const uint8_t* p) noexcept nogil:
     return (<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3]
 
@@ -317,71 +329,105 @@ cdef class Sender:
         self.ring[(<uint32_t>(self.next_id - self._rebase)) % self.cap] = seq
         return 0
 
-    def write(self, bytearray out not None, payload, int64_t seq):
-        """Append ``payload`` as one delivery (1+ transfer frames) to ``out``; the size of ``out`` after.
-
-        The data section carries the payload as it is (its first 24 bytes are rbench's
-        stamp); a durable link adds a header section with durable=true."""
-        cdef Py_buffer view
+    cdef int _write(self, bytearray out, const uint8_t* body, Py_ssize_t blen, int64_t seq,
+                    int64_t t_intended) except -1:
+        """One delivery (1+ transfer frames) appended to ``out``. With t_intended >= 0 the first
+        24 body bytes are written as rbench's stamp (producer, seq, t_intended, t_sent = now)."""
         cdef uint8_t prefix[16]
-        cdef Py_ssize_t plen = 0, mlen, room, chunk, done = 0, written = 0, k, take
+        cdef Py_ssize_t plen = 0, mlen, room, chunk, done = 0, k, take, stamp_at = -1
         cdef uint8_t* w
-        cdef const uint8_t* body
         cdef bint more
-        PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
-        try:
-            body = <const uint8_t*>view.buf
-            if self.durable:
-                prefix[0] = 0x00; prefix[1] = 0x53; prefix[2] = 0x70
-                prefix[3] = 0xc0; prefix[4] = 0x02; prefix[5] = 0x01; prefix[6] = 0x41
-                plen = 7
-            prefix[plen] = 0x00; prefix[plen + 1] = 0x53; prefix[plen + 2] = 0x75; prefix[plen + 3] = 0xb0
-            be32(prefix + plen + 4, <uint32_t>view.len)
-            plen += DATA_PREFIX
-            mlen = plen + view.len
-            room = self.max_frame - TRANSFER_FIXED
-            while True:
-                chunk = mlen - done
-                more = chunk > room
-                if more:
-                    chunk = room
-                w = grow(out, TRANSFER_FIXED + chunk)
-                be32(w, <uint32_t>(TRANSFER_FIXED + chunk))
-                w[4] = 2; w[5] = 0
-                be16(w + 6, self.channel)
-                w[8] = 0x00; w[9] = 0x53; w[10] = 0x14
-                w[11] = 0xc0; w[12] = 20; w[13] = 6
-                put_uint(w + 14, self.handle)
-                put_uint(w + 19, self.next_id)
-                w[24] = 0xa0; w[25] = 4
-                be32(w + 26, self.next_id)
-                w[30] = 0x43
-                w[31] = 0x41 if self.settled else 0x42
-                w[32] = 0x41 if more else 0x42
-                w += TRANSFER_FIXED
-                k = 0
-                if done < plen:                         # the sections' prefix
-                    take = plen - done
-                    if take > chunk:
-                        take = chunk
-                    memcpy(w, prefix + done, take)
-                    k = take
-                if chunk > k:
-                    memcpy(w + k, body + (done + k - plen), chunk - k)
-                done += chunk
-                written += TRANSFER_FIXED + chunk
-                self.transfers += 1
-                if not more:
-                    break
-        finally:
-            PyBuffer_Release(&view)
+        cdef int64_t t_sent
+        if self.durable:
+            prefix[0] = 0x00; prefix[1] = 0x53; prefix[2] = 0x70
+            prefix[3] = 0xc0; prefix[4] = 0x02; prefix[5] = 0x01; prefix[6] = 0x41
+            plen = 7
+        prefix[plen] = 0x00; prefix[plen + 1] = 0x53; prefix[plen + 2] = 0x75; prefix[plen + 3] = 0xb0
+        be32(prefix + plen + 4, <uint32_t>blen)
+        plen += DATA_PREFIX
+        mlen = plen + blen
+        room = self.max_frame - TRANSFER_FIXED
+        while True:
+            chunk = mlen - done
+            more = chunk > room
+            if more:
+                chunk = room
+            w = grow(out, TRANSFER_FIXED + chunk)
+            be32(w, <uint32_t>(TRANSFER_FIXED + chunk))
+            w[4] = 2; w[5] = 0
+            be16(w + 6, self.channel)
+            w[8] = 0x00; w[9] = 0x53; w[10] = 0x14
+            w[11] = 0xc0; w[12] = 20; w[13] = 6
+            put_uint(w + 14, self.handle)
+            put_uint(w + 19, self.next_id)
+            w[24] = 0xa0; w[25] = 4
+            be32(w + 26, self.next_id)
+            w[30] = 0x43
+            w[31] = 0x41 if self.settled else 0x42
+            w[32] = 0x41 if more else 0x42
+            w += TRANSFER_FIXED
+            k = 0
+            if done < plen:                         # the sections' prefix
+                take = plen - done
+                if take > chunk:
+                    take = chunk
+                memcpy(w, prefix + done, take)
+                k = take
+                if t_intended >= 0 and blen >= STAMP:
+                    stamp_at = (w - <uint8_t*>PyByteArray_AS_STRING(out)) + plen
+            if chunk > k:
+                memcpy(w + k, body + (done + k - plen), chunk - k)
+            done += chunk
+            self.transfers += 1
+            if not more:
+                break
+        if stamp_at >= 0:
+            w = <uint8_t*>PyByteArray_AS_STRING(out) + stamp_at
+            t_sent = now_ns()
+            le32(w, self.producer)
+            le32(w + 4, <uint32_t>seq)
+            le64(w + 8, <uint64_t>(t_intended if t_intended > 0 else t_sent))
+            le64(w + 16, <uint64_t>t_sent)
         if not self.settled:
             self._remember(seq)
             self.outstanding += 1
         self.next_id += 1
         self.delivery_count += 1
         self.credit -= 1
+        return 0
+
+    def write(self, bytearray out not None, payload, int64_t seq):
+        """Append ``payload`` as one delivery (1+ transfer frames) to ``out``; the size of ``out`` after.
+
+        The data section carries the payload as it is (its first 24 bytes are rbench's
+        stamp); a durable link adds a header section with durable=true."""
+        cdef Py_buffer view
+        PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
+        try:
+            self._write(out, <const uint8_t*>view.buf, view.len, seq, -1)
+        finally:
+            PyBuffer_Release(&view)
         return PyByteArray_GET_SIZE(out)
+
+    def send_batch(self, bytearray out not None, payload, int64_t first_seq, Py_ssize_t n, Py_ssize_t window,
+                   int64_t t_intended=0, Py_ssize_t max_bytes=262144):
+        """Send up to ``n`` copies of ``payload`` (seq first_seq, first_seq + 1 ...), each stamped in C,
+        while the link has credit, fewer than ``window`` are unsettled (0: no limit) and ``out`` holds
+        less than ``max_bytes``. ``t_intended`` > 0 is every message's intended send time, 0 means
+        "now" (closed loop). Returns how many were sent: one call per batch, not per message."""
+        cdef Py_buffer view
+        cdef Py_ssize_t i = 0
+        PyObject_GetBuffer(payload, &view, PyBUF_SIMPLE)
+        try:
+            if view.len < STAMP:
+                raise ValueError("payload: expected at least the 24-byte stamp")
+            while i < n and self.credit > 0 and (window <= 0 or self.outstanding < window) \
+                    and PyByteArray_GET_SIZE(out) < max_bytes:
+                self._write(out, <const uint8_t*>view.buf, view.len, first_seq + i, t_intended)
+                i += 1
+        finally:
+            PyBuffer_Release(&view)
+        return i
 
     cdef int _settle(self, uint32_t first, uint32_t last, int64_t outcome) except -1:
         cdef uint32_t d
@@ -731,6 +777,73 @@ cdef class FrameReader:
                     r._write_disposition(self.out)
                     self.dirty = True
         return i
+
+
+cdef inline int64_t rd_le64(const uint8_t* p) noexcept nogil:
+    cdef uint64_t v = 0
+    cdef int k
+    for k in range(7, -1, -1):
+        v = (v << 8) | p[k]
+    return <int64_t>v
+
+
+cdef class LatencyTap:
+    """An ``on_message`` that keeps (seq, t_intended, t_sent, t_received) of every delivery in C arrays.
+
+    For the quiver-style command and benchmark: no Python runs per message, and the
+    samples come out as one bytes object per column (``columns()``) for numpy / Parquet."""
+
+    cdef int64_t* cols[4]
+    cdef readonly Py_ssize_t count
+    cdef Py_ssize_t cap
+    cdef readonly Py_ssize_t short_bodies
+
+    def __cinit__(self):
+        self.cap = 0
+        self.count = 0
+        for k in range(4):
+            self.cols[k] = NULL
+
+    def __dealloc__(self):
+        for k in range(4):
+            free(self.cols[k])
+
+    def __call__(self, body, redelivered, int64_t t_ns):
+        cdef Py_buffer view
+        cdef const uint8_t* p
+        cdef Py_ssize_t newcap
+        cdef int k
+        cdef int64_t* grown
+        PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+        try:
+            if view.len < STAMP:
+                self.short_bodies += 1
+                return
+            if self.count == self.cap:
+                newcap = self.cap * 2 if self.cap else 65536
+                for k in range(4):
+                    grown = <int64_t*>realloc(self.cols[k], newcap * sizeof(int64_t))
+                    if grown == NULL:
+                        raise MemoryError()
+                    self.cols[k] = grown
+                self.cap = newcap
+            p = <const uint8_t*>view.buf
+            self.cols[0][self.count] = <int64_t>(<uint32_t>p[4] | (<uint32_t>p[5] << 8) | (<uint32_t>p[6] << 16)
+                                                 | (<uint32_t>p[7] << 24))
+            self.cols[1][self.count] = rd_le64(p + 8)
+            self.cols[2][self.count] = rd_le64(p + 16)
+            self.cols[3][self.count] = t_ns
+            self.count += 1
+        finally:
+            PyBuffer_Release(&view)
+
+    def columns(self, Py_ssize_t start=0):
+        """(seq, t_intended, t_sent, t_received) from ``start`` on, each as bytes of native int64."""
+        if start < 0 or start > self.count:
+            start = self.count
+        return tuple(PyBytes_FromStringAndSize(<const char*>(self.cols[k] + start),
+                                               (self.count - start) * sizeof(int64_t)) if self.cap else b""
+                     for k in range(4))
 
 
 def empty_frame():
