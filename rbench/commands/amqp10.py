@@ -37,7 +37,8 @@ def _seconds(text: str) -> float:
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     a = parser.add_argument
-    a("url", help="amqp://user:pass@host:port/vhost[?address=v2] (queue given by --queue or made fresh)")
+    a("url", help="amqp://user:pass@host:port/vhost[?address=v2]; or a workload YAML file, run through the "
+                  "Spark job with driver amqp10")
     a("--queue", default="", help="queue to use (declared over AMQP 0.9.1 if missing: the 3.x plugin cannot declare); "
                                   "default: a fresh one, deleted afterwards")
     a("--count", type=_count, default=None, help="messages to send (default 1m unless --duration is given)")
@@ -51,13 +52,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                                               "(default 0: as fast as credit allows)")
     a("--window", type=int, default=0, help="sender: max unsettled deliveries (default 0: the broker's credit only)")
     a("--warmup", type=_seconds, default=0.0, help="seconds excluded from the latency statistics")
-    a("--output", type=Path, default=None, metavar="DIR", help="write summary.json and samples.parquet here")
+    a("--output", type=Path, default=None, metavar="DIR", help="write summary.json and samples.parquet here "
+                                                               "(with a workload: the results root)")
+    a("--master", default=None, help="with a workload file: the Spark master (default local[*])")
 
 
 def run(args: argparse.Namespace) -> int:
     from rbench.scenarios.quiver import QuiverOptions, write_outputs
     from rbench.scenarios.quiver import run as run_scenario
 
+    if args.url.endswith((".yaml", ".yml")):
+        return _workload(args)
     if args.body_size < 0:
         raise ConfigError("--body-size: expected bytes >= 0")
     count = args.count if args.count is not None else (0 if args.duration else 1_000_000)
@@ -74,3 +79,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"warning: {lost:,} of {result.sender.count:,} messages were not received", file=sys.stderr)
         return 1
     return 0
+
+
+def _workload(args: argparse.Namespace) -> int:
+    """The workload file through the Spark job (rbench run), its driver set to amqp10."""
+    from rbench.commands.run import RunOptions, execute
+    from rbench.config.load import load_workload
+
+    workload = load_workload(args.url).model_copy(update={"driver": "amqp10"})
+    return execute(workload, RunOptions(out=str(args.output or "results"), master=args.master))

@@ -49,6 +49,9 @@ class QuiverOptions:
     window: int = 0                          # sender: max unsettled deliveries; 0 = the broker's credit only
 
     def check(self) -> None:
+        from rbench.drivers.amqp10_protocol import Amqp10Uri
+
+        Amqp10Uri(self.uri)                      # a malformed URI fails before any process starts
         if self.count <= 0 and self.duration <= 0:
             raise ConfigError("--count/--duration: expected a message count or a duration")
         if self.body_size < 0 or self.credit <= 0:
