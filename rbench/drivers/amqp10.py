@@ -57,6 +57,10 @@ async def _connect_one(u: Amqp10Uri, name: str) -> Connection:
         await loop.create_connection(lambda: conn, u.host, u.port, ssl=ctx,
                                      server_hostname=u.server_name if ctx is not None else None)
         await conn.opened
+        # RabbitMQ 3.x accepts open for any vhost and refuses the first session when the vhost is
+        # missing or not permitted: one session round trip makes that a connect-time error
+        probe = await conn.begin(f"open vhost {u.vhost!r}")
+        await probe.end()
     except BaseException:
         if conn.transport is not None:
             conn.transport.abort()
@@ -71,7 +75,9 @@ async def connect(uris: tuple[str, ...] | list[str], timeout: float = CONNECT_TI
 
     def why(uri: str, exc: BaseException) -> str | None:
         if isinstance(exc, AccessRefused):
-            return f"authentication refused: {exc}" if "authentication" not in str(exc) else str(exc)
+            if "authentication" in str(exc) or "SASL" in str(exc):
+                return str(exc)
+            return f"vhost {parsed[uri].vhost!r} refused ({exc.reply_text or exc})"
         if isinstance(exc, ssl.SSLError):
             return f"TLS failed: {exc.reason or exc}"
         if isinstance(exc, OSError):

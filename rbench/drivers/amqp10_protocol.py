@@ -195,6 +195,16 @@ class Session:
             raise replies.NotFound(f"{doing}: refused by the broker", None, "", "link")
         return reply
 
+    async def end(self, timeout: float = 5.0) -> None:
+        """End a session that carries no link (the vhost probe at connect)."""
+        self.closing = True
+        self.send(END, [])
+        self.conn.flush()
+        try:
+            await asyncio.wait_for(asyncio.shield(self.ended), timeout)
+        finally:
+            self.conn.forget(self)
+
     async def close(self, handle: int, timeout: float = 5.0) -> None:
         """Detach the link (closed) and end the session, bounded."""
         if self.error is not None or self.conn.error is not None:

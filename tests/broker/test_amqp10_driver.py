@@ -18,7 +18,7 @@ from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Queu
 from rbench.drivers.amqp10 import Amqp10Driver, Amqp10Publisher, address
 from rbench.drivers.amqp10_protocol import Amqp10Uri
 from rbench.drivers.replies import NotFound
-from rbench.errors import ConfigError
+from rbench.errors import ConfigError, ConnectError
 from rbench.runtime.stamp import new_payload, read_stamp, write_stamp
 from tests.loops import LoopRunner
 
@@ -256,3 +256,16 @@ def test_address_forms_and_uri_options() -> None:
     with pytest.raises(ConfigError, match="address: expected v1") as info:
         Amqp10Uri("amqp://u:s3cret@h/?address=v3")
     assert "s3cret" not in str(info.value)
+
+
+def test_a_missing_vhost_is_a_connect_error(amqp_url: str, run: LoopRunner) -> None:
+    """RabbitMQ 3.x accepts open for any vhost; the driver's probe session makes it a connect-time error."""
+    async def main() -> None:
+        d = Amqp10Driver()
+        with pytest.raises(ConnectError) as info:
+            await d.open(ClusterTarget("t", (amqp_url.rstrip("/") + "/rbench-no-such-vhost",)))
+        msg = str(info.value)
+        assert "vhost 'rbench-no-such-vhost' refused" in msg and "guest:***@" in msg and "\n" not in msg
+        await d.aclose()
+
+    run(main(), timeout=30)
