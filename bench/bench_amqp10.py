@@ -3,7 +3,8 @@
 Each client runs one sender process and one receiver process (quiver's layout), on a fresh
 classic queue declared over AMQP 0.9.1: N messages (default 100,000) of 24 bytes (rbench's
 stamp; the proton peer sends the same size), receiver credit 200, unsettled (the sender
-counts a message once the broker's disposition accepts it), durable and non-durable.
+counts a message once the broker's disposition accepts it; both senders keep at most 1,000
+deliveries unsettled), durable and non-durable.
 Rounds interleave the clients (the order alternates each round) so a drift in the shared
 machine's load hits both; the table reports medians over rounds and rbench / proton ratios.
 
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 BODY_SIZE = 24
+WINDOW = 1000                      # both senders: at most this many unsettled deliveries
 CLIENTS = ("rbench", "proton")
 
 
@@ -65,8 +67,10 @@ def proton_child(role: str, url: str, queue: str, n: int, credit: int, durable: 
             if not self.sent:
                 out["t_first"] = time.time_ns()
                 self.cpu0 = _cpu()
-            sender = event.sender
-            while sender.credit and self.sent < n:
+            self._send(event.sender)
+
+        def _send(self, sender: Any) -> None:
+            while sender.credit and self.sent < n and self.sent - self.accepted < WINDOW:
                 msg = Message(body=body, durable=durable)
                 msg.inferred = True                     # a data section, like rbench's
                 sender.send(msg)
@@ -74,6 +78,7 @@ def proton_child(role: str, url: str, queue: str, n: int, credit: int, durable: 
 
         def on_accepted(self, event: Any) -> None:
             self.accepted += 1
+            self._send(event.link)
             if self.accepted == n:
                 out.update(count=n, t_last=time.time_ns(), cpu_s=_cpu() - self.cpu0)
                 event.connection.close()
@@ -138,7 +143,7 @@ def run_rbench(url: str, queue: str, n: int, credit: int, durable: bool) -> dict
     from rbench.scenarios.quiver import QuiverOptions, run
 
     result = run(QuiverOptions(uri=url, queue=queue, count=n, body_size=BODY_SIZE, credit=credit, durable=durable,
-                               settlement="unsettled"), line=lambda _: None)
+                               settlement="unsettled", window=WINDOW), line=lambda _: None)
     s, r = result.sender, result.receiver
     if s.count != n or r.count != n:
         raise SystemExit(f"rbench: sent {s.count} received {r.count} of {n}")
@@ -211,6 +216,8 @@ def main() -> None:
                 print(f"round {rnd + 1}/{args.rounds} {'durable' if durable else 'non-durable':<11} {client:<6} "
                       f"e2e {fig['e2e_rate']:>9,.0f} msg/s  client CPU {fig['cpu_us']:6.2f} µs/msg "
                       f"({time.monotonic() - t0:.1f} s)", flush=True)
+        if rnd + 1 < args.rounds:
+            print(table(results, args.messages, rnd + 1, args.credit), flush=True)
     text = table(results, args.messages, args.rounds, args.credit)
     print()
     print(text)

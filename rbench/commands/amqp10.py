@@ -50,7 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
       help="unsettled: the broker's disposition settles each message; presettled: at-most-once (default unsettled)")
     a("--rate", type=float, default=0.0, help="open-loop send rate in msg/s; latency from the intended send time "
                                               "(default 0: as fast as credit allows)")
-    a("--window", type=int, default=0, help="sender: max unsettled deliveries (default 0: the broker's credit only)")
+    a("--window", type=int, default=1000,
+      help="sender: max unsettled deliveries (default 1000; 0: the broker's credit only, as quiver does, which "
+           "on RabbitMQ 3.x floods the queue and starves the receiver's credit top-ups)")
     a("--warmup", type=_seconds, default=0.0, help="seconds excluded from the latency statistics")
     a("--output", type=Path, default=None, metavar="DIR", help="write summary.json and samples.parquet here "
                                                                "(with a workload: the results root)")

@@ -28,7 +28,7 @@ from rbench.errors import BrokerError, ConfigError, RbenchError, mask_uri
 
 STATUS_EVERY_S = 2.0
 DRAIN_TIMEOUT_S = 30.0
-IDLE_END_S = 5.0                    # the receiver stops this long after the sender ended with nothing new
+IDLE_END_S = 15.0                   # the receiver stops this long after the sender ended with nothing new
 BATCH = 500                         # messages per send_batch call in closed loop
 PERCENTILES = (0.0, 25.0, 50.0, 90.0, 99.0, 99.9, 99.99, 100.0)
 Settlement = Literal["unsettled", "presettled"]
@@ -46,7 +46,7 @@ class QuiverOptions:
     settlement: Settlement = "unsettled"
     rate: float = 0.0                        # msg/s open loop; 0 = as fast as credit allows
     warmup: float = 0.0                      # seconds excluded from latency statistics
-    window: int = 0                          # sender: max unsettled deliveries; 0 = the broker's credit only
+    window: int = 1000                       # sender: max unsettled deliveries; 0 = the broker's credit only
 
     def check(self) -> None:
         from rbench.drivers.amqp10_protocol import Amqp10Uri
