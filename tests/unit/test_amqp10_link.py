@@ -143,3 +143,30 @@ def test_receiver_tops_credit_up_at_half_the_window() -> None:
 def test_garbage_is_a_codec_error() -> None:
     with pytest.raises(CodecError):
         FrameReader().feed(b"\x00\x00\x00\x10\x00\x00\x00\x00" + bytes(8))
+
+
+def test_the_unsettled_ring_grows_and_settles_out_of_order() -> None:
+    """Deliveries settled in shuffled ranges while more are written (the ring grows past 1024)."""
+    import random
+
+    sink = Sink()
+    s = Sender(0, 0, False, False, 4096, 1, sink)
+    rng = random.Random(7)
+    out = bytearray()
+    written = settled_to = 0
+    while written < 12000:
+        for _ in range(rng.randint(1, 3000)):
+            s.write(out, bytes(24), 1000 + written)
+            written += 1
+        del out[:]
+        ranges = []
+        while settled_to < written - rng.randint(0, 50):
+            step = rng.randint(1, 40)
+            ranges.append((settled_to, min(written, settled_to + step) - 1))
+            settled_to = min(written, settled_to + step)
+        rng.shuffle(ranges)
+        for first, last in ranges:
+            s.settle(first, last)
+    s.settle(0, written - 1)
+    assert sorted(seq for seq, _ in sink.confirms) == [1000 + i for i in range(written)]
+    assert s.outstanding == 0
