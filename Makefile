@@ -8,7 +8,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 WORKLOAD ?= conf/workloads/quickstart.yaml
 
-.PHONY: run test lint unit prometheus dashboards bench bench-runtime bench-codec bench-amqp091 bench-streams bench-reduce bench-regress broker build venv clean
+.PHONY: run test lint unit prometheus dashboards bench bench-runtime bench-codec bench-amqp091 bench-amqp10 bench-streams bench-reduce bench-regress broker build venv clean
 
 # Virtualenv with rbench installed editable (test and benchmark extras included).
 $(VENV)/.installed: pyproject.toml setup.py
@@ -48,7 +48,7 @@ dashboards: venv
 unit: build
 	$(PY) -m pytest -q tests/unit
 
-bench: bench-runtime bench-codec bench-amqp091 bench-streams bench-reduce
+bench: bench-runtime bench-codec bench-amqp091 bench-amqp10 bench-streams bench-reduce
 
 bench-runtime: build broker
 	$(PY) bench/bench_runtime.py
@@ -58,6 +58,10 @@ bench-codec: build
 
 bench-amqp091: build broker
 	$(PY) bench/bench_amqp091.py
+
+# AMQP 1.0: the amqp10 driver vs a python-qpid-proton peer, quiver's sender/receiver shape (docs/amqp10.md).
+bench-amqp10: build broker
+	$(PY) bench/bench_amqp10.py
 
 bench-streams: build broker
 	$(PY) bench/bench_streams.py

@@ -34,6 +34,7 @@ COMMANDS: dict[str, str] = {
     "reduce": "reduce",
     "report": "report",
     "stream-publish": "stream_publish",
+    "amqp10": "amqp10",
     "history": "history",
     "regress": "regress",
 }

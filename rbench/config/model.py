@@ -209,8 +209,9 @@ class Workload(_Model):
 
     name: str = Field(min_length=1, pattern=r"^[A-Za-z0-9_.-]+$")
     description: str = ""
-    driver: Literal["amqp091", "aiopika", "stream"] | None = Field(
-        default=None, description="Protocol driver; default amqp091, or stream when queues.type is stream.")
+    driver: Literal["amqp091", "aiopika", "stream", "amqp10"] | None = Field(
+        default=None, description="Protocol driver; default amqp091, or stream when queues.type is stream. "
+                                  "amqp10: AMQP 1.0 links (docs/amqp10.md).")
     clusters: list[Cluster] = Field(min_length=1)
     producers: int = Field(default=1, ge=0)
     consumers: int = Field(default=1, ge=0)

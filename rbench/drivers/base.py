@@ -77,6 +77,7 @@ class Driver(Protocol):
 DRIVERS: dict[str, str] = {
     "aiopika": "rbench.drivers.aiopika:AioPikaDriver",
     "amqp091": "rbench.drivers.amqp091:Amqp091Driver",
+    "amqp10": "rbench.drivers.amqp10:Amqp10Driver",
     "stream": "rbench.drivers.stream:StreamDriver",
 }
 

@@ -1,0 +1,232 @@
+"""The `amqp10` driver vs python-qpid-proton: quiver's send/receive shape, same broker, same run.
+
+Each client runs one sender process and one receiver process (quiver's layout), on a fresh
+classic queue declared over AMQP 0.9.1: N messages (default 100,000) of 24 bytes (rbench's
+stamp; the proton peer sends the same size), receiver credit 200, unsettled (the sender
+counts a message once the broker's disposition accepts it; both senders keep at most 1,000
+deliveries unsettled), durable and non-durable.
+Rounds interleave the clients (the order alternates each round) so a drift in the shared
+machine's load hits both; the table reports medians over rounds and rbench / proton ratios.
+
+Rates: sender = N / (last disposition - first send); receiver = N / (last - first delivery);
+end-to-end = N / (last delivery - first send). CPU µs per message: each process's
+getrusage user+system over its N messages, sender + receiver.
+
+    .venv/bin/python bench/bench_amqp10.py [--messages N] [--rounds R] [--credit C]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+BODY_SIZE = 24
+WINDOW = 1000                      # both senders: at most this many unsettled deliveries
+CLIENTS = ("rbench", "proton")
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+# ---------------------------------------------------------------- proton peer (child processes)
+
+def proton_child(role: str, url: str, queue: str, n: int, credit: int, durable: bool) -> None:
+    """One proton sender or receiver; prints a JSON line with its timings and CPU."""
+    from proton import Message
+    from proton.handlers import MessagingHandler
+    from proton.reactor import Container
+
+    address = f"/amq/queue/{queue}"
+    body = b"\0" * BODY_SIZE
+    out: dict[str, Any] = {"role": role, "count": 0}
+
+    class Sender(MessagingHandler):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__()
+            self.sent = self.accepted = 0
+            self.cpu0 = 0.0
+
+        def on_start(self, event: Any) -> None:
+            conn = event.container.connect(url, allowed_mechs="PLAIN", allow_insecure_mechs=True)
+            event.container.create_sender(conn, address)
+
+        def on_sendable(self, event: Any) -> None:
+            if not self.sent:
+                out["t_first"] = time.time_ns()
+                self.cpu0 = _cpu()
+            self._send(event.sender)
+
+        def _send(self, sender: Any) -> None:
+            while sender.credit and self.sent < n and self.sent - self.accepted < WINDOW:
+                msg = Message(body=body, durable=durable)
+                msg.inferred = True                     # a data section, like rbench's
+                sender.send(msg)
+                self.sent += 1
+
+        def on_accepted(self, event: Any) -> None:
+            self.accepted += 1
+            self._send(event.link)
+            if self.accepted == n:
+                out.update(count=n, t_last=time.time_ns(), cpu_s=_cpu() - self.cpu0)
+                event.connection.close()
+
+    class Receiver(MessagingHandler):  # type: ignore[misc]
+        def __init__(self) -> None:
+            super().__init__(prefetch=credit, auto_accept=True)
+            self.received = 0
+            self.cpu0 = 0.0
+
+        def on_start(self, event: Any) -> None:
+            conn = event.container.connect(url, allowed_mechs="PLAIN", allow_insecure_mechs=True)
+            event.container.create_receiver(conn, address)
+
+        def on_link_opened(self, event: Any) -> None:
+            print("ready", flush=True)
+
+        def on_message(self, event: Any) -> None:
+            if not self.received:
+                out["t_first"] = time.time_ns()
+                self.cpu0 = _cpu()
+            self.received += 1
+            if self.received == n:
+                out.update(count=n, t_last=time.time_ns(), cpu_s=_cpu() - self.cpu0)
+                event.connection.close()
+
+    Container(Sender() if role == "sender" else Receiver()).run()
+    print(json.dumps(out), flush=True)
+
+
+def run_proton(url: str, queue: str, n: int, credit: int, durable: bool, timeout: float) -> dict[str, Any]:
+    args = [sys.executable, __file__, "--proton-child", url, queue, str(n), str(credit), str(int(durable))]
+    receiver = subprocess.Popen([*args, "receiver"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert receiver.stdout is not None
+        if receiver.stdout.readline().strip() != "ready":
+            raise SystemExit("proton receiver did not attach")
+        sender = subprocess.run([*args, "sender"], capture_output=True, text=True, timeout=timeout)
+        rcv_out, _ = receiver.communicate(timeout=timeout)
+    finally:
+        if receiver.poll() is None:
+            receiver.kill()
+    snd = json.loads(sender.stdout.strip().splitlines()[-1])
+    rcv = json.loads(rcv_out.strip().splitlines()[-1])
+    if snd.get("count") != n or rcv.get("count") != n:
+        raise SystemExit(f"proton: sent {snd.get('count')} received {rcv.get('count')} of {n}")
+    return _figures(n, snd["t_first"], snd["t_last"], snd["cpu_s"], rcv["t_first"], rcv["t_last"], rcv["cpu_s"])
+
+
+def _figures(n: int, s_first: int, s_last: int, s_cpu: float, r_first: int, r_last: int,
+             r_cpu: float) -> dict[str, Any]:
+    return {"sender_rate": n / max(1e-9, (s_last - s_first) / 1e9),
+            "receiver_rate": n / max(1e-9, (r_last - r_first) / 1e9),
+            "e2e_rate": n / max(1e-9, (r_last - s_first) / 1e9),
+            "sender_cpu_us": s_cpu / n * 1e6, "receiver_cpu_us": r_cpu / n * 1e6,
+            "cpu_us": (s_cpu + r_cpu) / n * 1e6}
+
+
+# ---------------------------------------------------------------- rbench side
+
+def run_rbench(url: str, queue: str, n: int, credit: int, durable: bool) -> dict[str, Any]:
+    from rbench.scenarios.quiver import QuiverOptions, run
+
+    result = run(QuiverOptions(uri=url, queue=queue, count=n, body_size=BODY_SIZE, credit=credit, durable=durable,
+                               settlement="unsettled", window=WINDOW), line=lambda _: None)
+    s, r = result.sender, result.receiver
+    if s.count != n or r.count != n:
+        raise SystemExit(f"rbench: sent {s.count} received {r.count} of {n}")
+    return _figures(n, s.t_start_ns, s.t_end_ns, s.cpu_s, r.t_start_ns, r.t_end_ns, r.cpu_s)
+
+
+def _queue(url: str, name: str, durable: bool, delete: bool) -> None:
+    import asyncio
+
+    from rbench.scenarios.quiver import _admin
+
+    asyncio.run(_admin(url, name, durable, delete))
+
+
+# ---------------------------------------------------------------- parent
+
+def table(results: dict[tuple[str, bool], list[dict[str, Any]]], n: int, rounds: int, credit: int) -> str:
+    lines = [f"AMQP 1.0, {n:,} x {BODY_SIZE}-byte messages, credit {credit}, unsettled, "
+             f"median of {rounds} interleaved round(s)", "",
+             "| durable | client | sender msg/s | receiver msg/s | end-to-end msg/s | sender µs/msg | "
+             "receiver µs/msg | client CPU µs/msg |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    med: dict[tuple[str, bool], dict[str, float]] = {}
+    for (client, durable), runs in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0] != "rbench")):
+        m = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        med[(client, durable)] = m
+        lines.append(f"| {'yes' if durable else 'no'} | {client} | {m['sender_rate']:,.0f} | {m['receiver_rate']:,.0f} "
+                     f"| {m['e2e_rate']:,.0f} | {m['sender_cpu_us']:.2f} | {m['receiver_cpu_us']:.2f} "
+                     f"| {m['cpu_us']:.2f} |")
+    lines += ["", "| durable | end-to-end rate rbench/proton | client CPU proton/rbench |", "|---|---:|---:|"]
+    for durable in (False, True):
+        a, b = med.get(("rbench", durable)), med.get(("proton", durable))
+        if a and b:
+            lines.append(f"| {'yes' if durable else 'no'} | {a['e2e_rate'] / b['e2e_rate']:.2f}x "
+                         f"| {b['cpu_us'] / a['cpu_us']:.2f}x |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    ap.add_argument("--messages", type=int, default=100_000)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--credit", type=int, default=200)
+    ap.add_argument("--durability", default="non-durable,durable")
+    ap.add_argument("--url", default=os.environ.get("RBENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
+    ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "amqp10.md"))
+    ap.add_argument("--proton-child", nargs=6, metavar=("URL", "QUEUE", "N", "CREDIT", "DURABLE", "ROLE"))
+    args = ap.parse_args()
+    if args.proton_child:
+        url, queue, n, credit, durable, role = args.proton_child
+        proton_child(role, url, queue, int(n), int(credit), durable == "1")
+        return
+    kinds = [d.strip() == "durable" for d in args.durability.split(",") if d.strip()]
+    results: dict[tuple[str, bool], list[dict[str, Any]]] = {}
+    timeout = max(120.0, args.messages / 500)
+    for rnd in range(args.rounds):
+        order = CLIENTS if rnd % 2 == 0 else CLIENTS[::-1]
+        for durable in kinds:
+            for client in order:
+                queue = f"rbench-bench-amqp10-{uuid.uuid4().hex[:8]}"
+                _queue(args.url, queue, durable, delete=False)
+                try:
+                    t0 = time.monotonic()
+                    if client == "rbench":
+                        fig = run_rbench(args.url, queue, args.messages, args.credit, durable)
+                    else:
+                        fig = run_proton(args.url, queue, args.messages, args.credit, durable, timeout)
+                finally:
+                    _queue(args.url, queue, durable, delete=True)
+                results.setdefault((client, durable), []).append(fig)
+                print(f"round {rnd + 1}/{args.rounds} {'durable' if durable else 'non-durable':<11} {client:<6} "
+                      f"e2e {fig['e2e_rate']:>9,.0f} msg/s  client CPU {fig['cpu_us']:6.2f} µs/msg "
+                      f"({time.monotonic() - t0:.1f} s)", flush=True)
+        if rnd + 1 < args.rounds:
+            print(table(results, args.messages, rnd + 1, args.credit), flush=True)
+    text = table(results, args.messages, args.rounds, args.credit)
+    print()
+    print(text)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(f"command: bench/bench_amqp10.py --messages {args.messages} --rounds {args.rounds} "
+                   f"--credit {args.credit}\n\n{text}\n")
+    print(f"\nwritten: {out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,172 @@
+"""The AMQP 1.0 link hot path (ext/amqp10_link.pyx) checked against the general codec, no broker.
+
+Every frame the C links write is decoded with rbench.codec.amqp10 (an independent decoder
+of the same type system), and the two halves talk to each other: a Sender's transfers fed
+to a Receiver, the Receiver's dispositions fed back to the Sender's sink.
+"""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from rbench.drivers._amqp10_link import FrameReader, LatencyTap, Receiver, Sender
+from rbench.codec.amqp10 import Described, decode_message, decode_value_at
+from rbench.errors import CodecError
+from rbench.runtime.stamp import read_stamp
+
+
+class Sink:
+    def __init__(self) -> None:
+        self.confirms: list[tuple[int, bool]] = []
+        self.returns: list[bytes] = []
+
+    def on_confirm(self, seq: int, acked: bool, t_ns: int) -> None:
+        self.confirms.append((seq, acked))
+
+    def on_return(self, body: bytes | memoryview, t_ns: int) -> None:
+        self.returns.append(bytes(body))
+
+
+def frames(buf: bytes) -> list[tuple[int, Described, bytes]]:
+    """(channel, performative, payload) of every frame in ``buf``."""
+    out, i = [], 0
+    while i < len(buf):
+        size, doff, ftype, channel = struct.unpack_from(">IBBH", buf, i)
+        assert ftype == 0 and doff == 2
+        body = buf[i + 8:i + size]
+        value, end = decode_value_at(body, 0)
+        out.append((channel, value, body[end:]))
+        i += size
+    return out
+
+
+def test_a_transfer_decodes_with_the_general_codec() -> None:
+    out = bytearray()
+    s = Sender(3, 7, False, True, 4096, 9, Sink())
+    payload = bytes(range(40))
+    assert s.write(out, payload, 100) == len(out)
+    ((channel, perf, message),) = frames(bytes(out))
+    assert channel == 3 and perf.descriptor == 0x14
+    assert perf.value == [7, 0, b"\0\0\0\0", 0, False, False]
+    msg = decode_message(message)
+    assert msg.body == payload and msg.header is not None and msg.header.durable
+    assert (s.outstanding, s.next_id, s.credit) == (1, 1, -1)
+
+
+def test_a_large_body_is_split_into_frames_no_larger_than_max_frame() -> None:
+    out = bytearray()
+    s = Sender(0, 0, True, False, 512, 1, Sink())
+    payload = bytes(i % 251 for i in range(5000))
+    s.write(out, payload, 0)
+    parts = frames(bytes(out))
+    assert len(parts) == s.transfers > 9
+    assert all(struct.unpack_from(">I", bytes(out), 0)[0] <= 512 for _ in parts)
+    assert [p.value[5] for _, p, _ in parts] == [True] * (len(parts) - 1) + [False]      # more
+    assert decode_message(b"".join(m for _, _, m in parts)).body == payload
+
+
+@pytest.mark.parametrize("max_frame", [512, 131072])
+def test_sender_to_receiver_and_dispositions_back(max_frame: int) -> None:
+    """Transfers fed in odd-sized chunks reach on_message intact; the ranged disposition settles them all."""
+    sink, got = Sink(), []
+    sender = Sender(0, 0, False, False, max_frame, 5, sink)
+    wire = bytearray()
+    body = bytearray(3000)
+    for seq in range(20):
+        struct.pack_into("<IIqq", body, 0, 5, seq, 1, 2)
+        sender.write(wire, body, seq)
+    rx = FrameReader()
+    receiver = Receiver(1, 0, lambda b, r, t: got.append(bytes(b)), 100, 0, True, 0)
+    receiver.write_flow(bytearray(), 100)                   # the credit granted at attach
+    rx.add_receiver(0, receiver)
+    for i in range(0, len(wire), 777):
+        assert rx.feed(bytes(wire[i:i + 777])) == []
+    assert [read_stamp(b)[1] for b in got] == list(range(20)) and all(len(b) == 3000 for b in got)
+    dispositions = frames(bytes(rx.out))
+    assert all(p.descriptor == 0x15 for _, p, _ in dispositions)
+    first, last = dispositions[0][1].value[1], dispositions[-1][1].value[2]
+    assert (first, last) == (0, 19) and dispositions[0][1].value[4] == Described(0x24, [])
+    tx = FrameReader()
+    tx.add_sender(1, sender)
+    assert tx.feed(bytes(rx.out)) == []
+    assert sink.confirms == [(seq, True) for seq in range(20)] and sender.outstanding == 0
+
+
+def test_outcomes_map_to_ack_nack_and_return() -> None:
+    sink = Sink()
+    s = Sender(0, 0, False, False, 4096, 5, sink)
+    out = bytearray()
+    for seq in range(10, 16):
+        s.write(out, bytes(24), seq)
+    s.settle(2, 3, 0x25)                 # rejected
+    s.settle(4, 4, 0x26)                 # released
+    s.settle(0, 1)                       # accepted
+    s.settle(5, 5, 0x27)                 # modified
+    s.settle(0, 5)                       # already settled: nothing twice
+    assert sink.confirms == [(12, False), (13, False), (14, True), (10, True), (11, True), (15, True)]
+    assert [read_stamp(b)[:2] for b in sink.returns] == [(5, 14), (5, 15)]
+
+
+def test_credit_follows_flow_frames() -> None:
+    s = Sender(0, 0, True, False, 4096, 1, Sink())
+    s.flow(0, 3)
+    out = bytearray()
+    assert s.send_batch(out, bytearray(24), 0, 10, 0) == 3 and s.credit == 0
+    s.flow(2, 5)                         # the broker saw 2 of our 3: 5 more from its count → 4 from ours
+    assert s.credit == 4
+    tap = LatencyTap()
+    rx = FrameReader()
+    rx.add_receiver(0, Receiver(0, 0, tap, 0, 0, False, 0))
+    rx.feed(bytes(out))
+    seqs, t_int, t_sent, t_recv = (list(struct.unpack(f"{tap.count}q", c)) for c in tap.columns())
+    assert seqs == [0, 1, 2] and all(a == b for a, b in zip(t_int, t_sent)) and min(t_recv) >= max(t_sent)
+
+
+def test_receiver_tops_credit_up_at_half_the_window() -> None:
+    r = Receiver(2, 0, lambda *a: None, 10, 0, True, 0)
+    out = bytearray()
+    r.write_flow(out, 10)
+    ((_, flow, _),) = frames(bytes(out))
+    assert flow.descriptor == 0x13 and flow.value[4:7] == [0, 0, 10]
+    s = Sender(0, 0, False, False, 4096, 1, Sink())
+    wire = bytearray()
+    for seq in range(5):
+        s.write(wire, bytes(24), seq)
+    rx = FrameReader()
+    rx.add_receiver(0, r)
+    rx.feed(bytes(wire))
+    kinds = [(p.descriptor, p.value) for _, p, _ in frames(bytes(rx.out))]
+    assert kinds[0][0] == 0x15 and kinds[1][0] == 0x13 and kinds[1][1][5:7] == [5, 10]
+
+
+def test_garbage_is_a_codec_error() -> None:
+    with pytest.raises(CodecError):
+        FrameReader().feed(b"\x00\x00\x00\x10\x00\x00\x00\x00" + bytes(8))
+
+
+def test_the_unsettled_ring_grows_and_settles_out_of_order() -> None:
+    """Deliveries settled in shuffled ranges while more are written (the ring grows past 1024)."""
+    import random
+
+    sink = Sink()
+    s = Sender(0, 0, False, False, 4096, 1, sink)
+    rng = random.Random(7)
+    out = bytearray()
+    written = settled_to = 0
+    while written < 12000:
+        for _ in range(rng.randint(1, 3000)):
+            s.write(out, bytes(24), 1000 + written)
+            written += 1
+        del out[:]
+        ranges = []
+        while settled_to < written - rng.randint(0, 50):
+            step = rng.randint(1, 40)
+            ranges.append((settled_to, min(written, settled_to + step) - 1))
+            settled_to = min(written, settled_to + step)
+        rng.shuffle(ranges)
+        for first, last in ranges:
+            s.settle(first, last)
+    s.settle(0, written - 1)
+    assert sorted(seq for seq, _ in sink.confirms) == [1000 + i for i in range(written)]
+    assert s.outstanding == 0
