@@ -67,6 +67,13 @@ def _quiet_client_loggers() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+def _one_line(message: str) -> str:
+    """The error as one line with anything URI-shaped masked: the last guard before the terminal."""
+    from rbench.config.uri import mask_text
+
+    return mask_text(" ".join(message.split()))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     _quiet_client_loggers()
     command = "rbench"
@@ -75,10 +82,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = f"rbench {args.command}"
         return int(args._module.run(args) or 0)
     except UsageError as exc:
-        print(str(exc), file=sys.stderr)
+        print(_one_line(str(exc)), file=sys.stderr)
         return 2
     except RbenchError as exc:
-        print(f"{command}: {exc}", file=sys.stderr)
+        print(_one_line(f"{command}: {exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{command}: interrupted", file=sys.stderr)
