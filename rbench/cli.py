@@ -7,6 +7,7 @@ line on stderr with exit status 2; Ctrl-C exits 130 after the command cleaned up
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import importlib.util
 import sys
@@ -47,7 +48,9 @@ def _available() -> dict[str, str]:
     }
 
 
+@functools.lru_cache(maxsize=1)
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line, built once per process (main() may be called many times: tests, notebooks)."""
     parser = ArgumentParser(prog="rbench", description="Load generator and capacity planner for RabbitMQ, on Spark.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=ArgumentParser)
     for name, module_name in _available().items():

@@ -10,6 +10,7 @@ import dataclasses
 import sys
 from dataclasses import dataclass, field
 
+from rbench.commands.argtypes import port, positive_int
 from rbench.config.load import load_workload
 from rbench.config.model import Workload
 
@@ -24,12 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="results", help="results root; the run goes to OUT/<run_id>/ (default results)")
     parser.add_argument("--master", default=None, help="Spark master, e.g. local[2], spark://host:7077 (default local[*])")
-    parser.add_argument("--tasks", type=int, default=None, help="Spark tasks per cluster (default: min(queues, slots))")
+    parser.add_argument("--tasks", type=positive_int, default=None, help="Spark tasks per cluster (default: min(queues, slots))")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration")
     parser.add_argument("--no-reduce", action="store_true", help="skip the summary reduce after the run")
     parser.add_argument("--quiet", action="store_true", help="no status line per second")
     parser.add_argument("--timings", action="store_true", help="print where the wall-clock seconds went (start-up, load, reduce)")
-    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+    parser.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                         help="serve the run's merged /metrics on the driver at PORT (0 = any free port; "
                              "default: any free port when the workload sets metrics_port, else off)")
     parser.add_argument("--pushgateway", default=None, metavar="URL",

@@ -19,6 +19,10 @@ from rbench.errors import ConfigError
 DEFAULT_MAX_MESSAGE_SIZE = 128 * 1024 * 1024
 MAX_PORT = 65535
 MAX_PREFETCH = 65535                 # basic.qos prefetch-count is a short
+# sizes of what one run plans and holds in memory: far beyond any run a coordinator can drive, and
+# low enough that a typo (queues.to: 1e12) is refused at validation instead of exhausting memory
+MAX_COUNT = 100_000
+MAX_STEPS = 10_000
 
 QueueType = Literal["classic", "quorum", "stream"]
 
@@ -36,7 +40,7 @@ class Cluster(_Model):
     uris: list[str] = Field(min_length=1, description="AMQP 0.9.1 URIs (amqp:// or amqps://), tried in order.")
     stream_uris: list[str] = Field(default_factory=list,
                                    description="rabbitmq-stream:// URIs; derived from uris (port 5552) when empty.")
-    nodes: int = Field(default=1, ge=1)
+    nodes: int = Field(default=1, ge=1, le=10_000)
     instance_type: str = Field(default="local", description="Key of conf/costs.yaml instance_types.")
     volume_type: str = Field(default="local", description="Key of conf/costs.yaml volume_types.")
     volume_gb: int = Field(default=0, ge=0)
@@ -78,8 +82,8 @@ class Queues(_Model):
 
     name: str | None = Field(default=None, description="A single queue name (PerfTest -u).")
     pattern: str | None = Field(default=None, description="printf-style pattern with %d, e.g. perf-test-%d.")
-    from_: int = Field(default=1, alias="from", ge=0)
-    to: int = Field(default=1, ge=0)
+    from_: int = Field(default=1, alias="from", ge=0, le=10**9)
+    to: int = Field(default=1, ge=0, le=10**9)
     type: QueueType = "classic"
     durable: bool = True
     auto_delete: bool = False
@@ -98,6 +102,9 @@ class Queues(_Model):
                 raise ValueError("pattern: expected a pattern containing %d, e.g. perf-test-%d")
             if self.to < self.from_:
                 raise ValueError(f"to: expected a number >= from ({self.from_}), got {self.to}")
+            if self.to - self.from_ + 1 > MAX_COUNT:
+                raise ValueError(f"to: expected at most {MAX_COUNT} queues (from {self.from_} to {self.from_ + MAX_COUNT - 1}), "
+                                 f"got {self.to - self.from_ + 1}")
         if self.type != "classic" and (not self.durable or self.auto_delete or self.exclusive):
             raise ValueError(f"durable: {self.type} queues are always durable, never auto-delete or exclusive")
         if "x-queue-type" in self.arguments and self.arguments["x-queue-type"] != self.type:
@@ -135,12 +142,12 @@ class Publisher(_Model):
     content_type: str | None = Field(default=None, description="content_type property of every message (PerfTest -T).")
     properties: dict[str, Any] = Field(default_factory=dict, description="AMQP basic properties by their AMQP names (priority, expiration, message_id …); 'headers' is a table (PerfTest -mp).")
     random_routing_key: bool = Field(default=False, description="A random routing key per message instead of the fixed one (PerfTest -K).")
-    routing_key_cache: int = Field(default=0, ge=0, description="With random_routing_key: cycle through this many random keys; 0 = a new key per message (PerfTest -rkcs).")
+    routing_key_cache: int = Field(default=0, ge=0, le=MAX_COUNT * 10, description="With random_routing_key: cycle through this many random keys; 0 = a new key per message (PerfTest -rkcs).")
     tx_size: int = Field(default=0, ge=0, description="Publish in AMQP transactions, committing every N messages; 0 = no transactions (PerfTest -m).")
     body_files: list[str] = Field(default_factory=list, description="Files whose contents are the bodies, used in turn; the first 24 bytes carry the stamp (PerfTest -B).")
     json_body: bool = Field(default=False, description="Random JSON documents of `size` bytes as bodies; the first 24 bytes carry the stamp (PerfTest --json-body).")
-    json_body_fields: int = Field(default=1000, ge=1, description="Distinct random fields the JSON bodies are built from (PerfTest -bfc).")
-    json_bodies: int = Field(default=100, ge=1, description="Distinct JSON bodies, used in turn (PerfTest -bc).")
+    json_body_fields: int = Field(default=1000, ge=1, le=MAX_COUNT, description="Distinct random fields the JSON bodies are built from (PerfTest -bfc).")
+    json_bodies: int = Field(default=100, ge=1, le=MAX_COUNT, description="Distinct JSON bodies, used in turn (PerfTest -bc).")
 
 
 class Schedule(_Model):
@@ -225,8 +232,8 @@ class Workload(_Model):
     driver: Literal["amqp091", "aiopika", "stream"] | None = Field(
         default=None, description="Protocol driver; default amqp091, or stream when queues.type is stream.")
     clusters: list[Cluster] = Field(min_length=1)
-    producers: int = Field(default=1, ge=0)
-    consumers: int = Field(default=1, ge=0)
+    producers: int = Field(default=1, ge=0, le=MAX_COUNT)
+    consumers: int = Field(default=1, ge=0, le=MAX_COUNT)
     rate: float | None = Field(default=None, description="msg/s per producer; null = unlimited (PerfTest -r).")
     rate_steps: list[RateStep] | None = Field(default=None, description="Increasing-intensity steps; overrides rate and duration.")
     variable_rate: list[RateStep] | None = Field(default=None, description="PerfTest VALUE:SECONDS, cycled until duration ends.")
@@ -278,6 +285,15 @@ class Workload(_Model):
                              f"{MAX_PORT - self.tasks + 1} with {self.tasks} tasks, got {self.metrics_port}")
         if self.rate_steps is not None and not self.rate_steps:
             raise ValueError("rate_steps: expected at least one step")
+        if self.rate_steps is not None and len(self.rate_steps) > MAX_STEPS:
+            raise ValueError(f"rate_steps: expected at most {MAX_STEPS} steps, got {len(self.rate_steps)}")
+        if self.variable_rate is not None and not self.variable_rate:
+            raise ValueError("variable_rate: expected at least one entry")
+        if self.variable_rate is not None and self.duration is not None:
+            cycle = sum(s.duration for s in self.variable_rate)
+            if self.duration / cycle * len(self.variable_rate) > MAX_STEPS:
+                raise ValueError(f"variable_rate: cycling it over duration {self.duration:g} s makes more than "
+                                 f"{MAX_STEPS} steps; expected longer entries or a shorter duration")
         if self.variable_rate is not None and self.duration is None:
             raise ValueError("duration: variable_rate needs a duration to cycle over")
         if self.rate_steps is None and self.duration is None and self.publisher.message_count is None:

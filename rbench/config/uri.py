@@ -36,7 +36,7 @@ KNOWN_OPTIONS = INT_OPTIONS + TLS_OPTIONS + OTHER_OPTIONS
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _HOST = re.compile(r"^[A-Za-z0-9._~%!$&'()*+,;=-]*$")
-_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)(.*)@")    # greedy: up to the last @ (passwords may hold @)
+_USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)(.*)@", re.DOTALL)    # greedy: up to the last @ (passwords may hold @)
 
 
 class UriError(ConfigError):
@@ -107,7 +107,7 @@ class BrokerUri:
 
 
 def _fail(text: str, why: str) -> UriError:
-    return UriError(f"{mask_uri(text)}: {why}")
+    return UriError(f"{_mask_unparsed(text)}: {why}")
 
 
 @functools.lru_cache(maxsize=1024)
@@ -196,7 +196,14 @@ def mask_uri(text: object) -> str:
         try:
             return parse_uri(text, tuple(DEFAULT_PORTS)).masked
         except ConfigError:
-            pass
+            return _mask_unparsed(text)
+    except Exception:                        # masking must never be the thing that fails
+        return "<uri>"
+
+
+def _mask_unparsed(text: str) -> str:
+    """Mask a URI the parser refused: everything that could be a user or password goes."""
+    try:
         m = _USERINFO.match(text)
         if m is not None:
             return f"{m.group(1)}***@{text[m.end():]}"
@@ -211,11 +218,6 @@ def mask_uri(text: object) -> str:
         return text
     except Exception:                        # masking must never be the thing that fails
         return "<uri>"
-
-
-def may_hold_credentials(value: object) -> bool:
-    """True for text that could be a secret in a URI (has '://' or '@'): error messages show its masked form."""
-    return isinstance(value, str) and ("://" in value or "@" in value)
 
 
 _URI_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*")
