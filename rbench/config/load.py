@@ -46,7 +46,8 @@ def _kind(value: Any) -> str:
         return "null"
     if isinstance(value, (int, float)):
         return "a number"
-    return {str: "a string", list: "a list", dict: "a mapping"}.get(type(value), f"a {type(value).__name__}")
+    names: dict[type, str] = {str: "a string", list: "a list", dict: "a mapping"}
+    return names.get(type(value), f"a {type(value).__name__}")
 
 
 def format_validation_error(exc: ValidationError, source: str) -> str:
@@ -105,8 +106,9 @@ def load_workload(path: str | os.PathLike[str]) -> Workload:
 
 def workload_hash(workload: Workload) -> str:
     """Identity of what was measured, without where: runs against different clusters compare."""
-    # regress thresholds and progress output change what is judged or printed, not what is measured
-    data = workload.model_dump(mode="json", by_alias=True, exclude={"clusters", "description", "regress", "progress"})
+    # regress thresholds, progress output and clean-up change what is judged, printed or left, not what is measured
+    data = workload.model_dump(mode="json", by_alias=True, exclude={"clusters": True, "description": True, "regress": True,
+                                                                     "progress": True, "queues": {"keep"}})
     return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()[:16]
 
 

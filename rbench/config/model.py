@@ -89,6 +89,8 @@ class Queues(_Model):
     auto_delete: bool = False
     exclusive: bool = False
     predeclared: bool = Field(default=False, description="Queues exist already: do not declare (PerfTest -p).")
+    keep: bool = Field(default=False, description="Leave the queues (streams) this run created on the broker; by default "
+                                                   "they are deleted after the run (queues that existed before are never deleted).")
     bind: bool = Field(default=True, description="Bind each queue to the exchange with its routing key (PerfTest -sb turns it off).")
     arguments: dict[str, Any] = Field(default_factory=dict,
                                       description="Extra x-arguments, e.g. x-quorum-initial-group-size, x-max-in-memory-length.")
