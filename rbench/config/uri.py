@@ -224,10 +224,18 @@ _URI_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*")
 _USERINFO_IN_TEXT = re.compile(r"[^\s'\"<>/@:]+:(?!\*\*\*@)[^\s'\"<>/]*@")
 
 
+def _mask_match(m: re.Match[str]) -> str:
+    text = m.group(0)
+    core = text.rstrip(".,;:)!?]")        # sentence punctuation after a URI is not part of it
+    if core.endswith("[") or (text[len(core):].startswith("]") and "[" in core and "]" not in core):
+        core = text                       # keep an IPv6 bracket with its host
+    return mask_uri(core) + text[len(core):]
+
+
 def mask_text(message: str) -> str:
     """``message`` with every URI-shaped part masked: the last guard before a line reaches a user."""
     try:
-        masked = _URI_IN_TEXT.sub(lambda m: mask_uri(m.group(0)), message)
+        masked = _URI_IN_TEXT.sub(_mask_match, message)
         return _USERINFO_IN_TEXT.sub("***@", masked)
     except Exception:                        # the guard must not be what fails
         return "<error message withheld: it could not be masked>"

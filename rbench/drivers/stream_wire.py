@@ -112,7 +112,7 @@ def stream_uri_from_amqp(uri: str, port: int = DEFAULT_PORT) -> str:
     u = parse_uri(uri, AMQP_SCHEMES)
     if u.explicit_port and u.port not in (5672, 5671):
         raise ConfigError(f"{u.masked}: AMQP port {u.port} is not the default, so the stream port cannot be derived "
-                          f"(rbench would guess {port}); give the stream URI, rabbitmq-stream://HOST:PORT/")
+                          f"(rbench would guess {port}); give the stream URI instead, rabbitmq-stream://… with the broker's stream port")
     return u.with_scheme_port("rabbitmq-stream", port).text()
 
 
