@@ -31,7 +31,8 @@ STREAM_SCHEMES = ("rabbitmq-stream", "rabbitmq-stream+tls")
 # query parameters rbench reads; anything else is refused rather than silently ignored
 INT_OPTIONS = ("heartbeat", "frame_max", "channel_max", "connection_timeout")
 TLS_OPTIONS = ("verify", "cacertfile", "certfile", "keyfile", "server_name_indication", "fail_if_no_peer_cert")
-OTHER_OPTIONS = ("auth_mechanism",)
+AIOPIKA_TLS_OPTIONS = ("cafile", "capath", "no_verify_ssl")    # aio-pika's names (the aiopika driver passes them on)
+OTHER_OPTIONS = ("auth_mechanism",) + AIOPIKA_TLS_OPTIONS
 KNOWN_OPTIONS = INT_OPTIONS + TLS_OPTIONS + OTHER_OPTIONS
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")

@@ -50,7 +50,7 @@ class AmqpUri:
         self.channel_max = u.int_option("channel_max", 2047)
         # TLS options as RabbitMQ's URI spec names them (query parameters of amqps URIs)
         self.verify = u.option("verify", "verify_peer") != "verify_none"
-        self.cacertfile = u.option("cacertfile")
+        self.cacertfile = u.option("cacertfile", u.option("cafile"))     # cafile: aio-pika's name for it
         self.certfile = u.option("certfile")
         self.keyfile = u.option("keyfile")
         self.server_name = u.option("server_name_indication", self.host)

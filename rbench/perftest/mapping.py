@@ -180,6 +180,8 @@ def _queues(p: Parsed, w: dict[str, Any], persistent: bool) -> None:
         durable, auto_delete = True, False
     queues: dict[str, Any] = {"type": qtype, "durable": durable, "auto_delete": auto_delete, "exclusive": exclusive,
                               "predeclared": p.has("predeclared"), "arguments": qa, "bind": not p.has("skip-binding-queues")}
+    if p.has("auto-delete") and not auto_delete:    # `-ad false` asks for queues that outlive the run: keep them
+        queues["keep"] = True
     pattern_keys = ("queue-pattern", "queue-pattern-from", "queue-pattern-to")
     if p.has("queue-file"):
         raise refuse("queue-file", opt("queue-file").rbench)

@@ -289,7 +289,8 @@ PERFTEST_OPTIONS: tuple[Option, ...] = (
        "queues.arguments; x-queue-type sets queues.type; the keys durable, auto-delete and exclusive set those queue "
        "properties", "queues and exchanges"),
     _o("ad", "auto-delete", "one", "true|false", "should the queue be auto-deleted, default is true", HONOURED,
-       "queues.auto_delete (values other than true/false are an error; PerfTest reads them as false)",
+       "queues.auto_delete, and -ad false also sets queues.keep (the queues outlive the run; otherwise rbench deletes the "
+       "queues it created after the run); values other than true/false are an error, PerfTest reads them as false",
        "queues and exchanges"),
     _o("E", "exclusive", "none", "",
        "use server-named exclusive queues. Such queues can only be used by their declaring connection! "

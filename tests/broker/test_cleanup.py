@@ -56,7 +56,7 @@ def test_a_stream_the_run_declared_is_deleted(amqp_url: str, unique_name: str) -
 
 def test_a_queue_that_existed_before_the_run_is_kept(amqp_url: str, unique_name: str) -> None:
     declare(amqp_url, unique_name)
-    w = perftest_workload(amqp_url, "-u", unique_name, "-ad", "false")
+    w = perftest_workload(amqp_url, "-u", unique_name)
     before = snapshot(w)
     assert delete_created(w, before) == {"default": []}
     assert exists(amqp_url, unique_name)                             # the session fixture deletes it
@@ -71,3 +71,8 @@ def test_keep_leaves_what_the_run_declared(amqp_url: str, unique_name: str) -> N
     declare(amqp_url, unique_name, {"x-queue-type": "quorum"})
     assert delete_created(w, before) == {}
     assert exists(amqp_url, unique_name)
+
+
+def test_perftest_auto_delete_false_keeps_the_queues(amqp_url: str, unique_name: str) -> None:
+    assert perftest_workload(amqp_url, "-u", unique_name, "-ad", "false").queues.keep
+    assert not perftest_workload(amqp_url, "-u", unique_name).queues.keep
