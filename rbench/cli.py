@@ -7,6 +7,7 @@ line on stderr with exit status 2; Ctrl-C exits 130 after the command cleaned up
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib
 import importlib.util
 import sys
@@ -48,7 +49,9 @@ def _available() -> dict[str, str]:
     }
 
 
+@functools.lru_cache(maxsize=1)
 def build_parser() -> argparse.ArgumentParser:
+    """The whole command line, built once per process (main() may be called many times: tests, notebooks)."""
     parser = ArgumentParser(prog="rbench", description="Load generator and capacity planner for RabbitMQ, on Spark.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=ArgumentParser)
     for name, module_name in _available().items():
@@ -68,6 +71,13 @@ def _quiet_client_loggers() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
+def _one_line(message: str) -> str:
+    """The error as one line with anything URI-shaped masked: the last guard before the terminal."""
+    from rbench.config.uri import mask_text
+
+    return mask_text(" ".join(message.split()))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     _quiet_client_loggers()
     command = "rbench"
@@ -76,10 +86,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         command = f"rbench {args.command}"
         return int(args._module.run(args) or 0)
     except UsageError as exc:
-        print(str(exc), file=sys.stderr)
+        print(_one_line(str(exc)), file=sys.stderr)
         return 2
     except RbenchError as exc:
-        print(f"{command}: {exc}", file=sys.stderr)
+        print(_one_line(f"{command}: {exc}"), file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{command}: interrupted", file=sys.stderr)

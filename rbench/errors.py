@@ -42,21 +42,11 @@ class SinkError(RbenchError):
     """Samples could not be written or read (disk, Parquet, missing run directory)."""
 
 
-def mask_uri(uri: str) -> str:
-    """Return ``uri`` with any password replaced by ``***`` so it can be printed."""
-    from urllib.parse import urlsplit, urlunsplit
+def mask_uri(uri: object) -> str:
+    """``uri`` with any password replaced by ``***``, safe to print; never raises (rbench.config.uri)."""
+    from rbench.config.uri import mask_uri as _mask
 
-    try:
-        parts = urlsplit(uri)
-    except ValueError:
-        return "<unparseable uri>"
-    if parts.password is None:
-        return uri
-    user = parts.username or ""
-    host = parts.hostname or ""
-    if parts.port is not None:
-        host = f"{host}:{parts.port}"
-    return urlunsplit((parts.scheme, f"{user}:***@{host}", parts.path, parts.query, parts.fragment))
+    return _mask(uri)
 
 
 def os_error_text(exc: OSError) -> str:

@@ -17,7 +17,7 @@ import yaml
 
 from rbench.commands.run import RunOptions, execute
 from rbench.config.load import workload_from_dict
-from rbench.errors import mask_uri
+from rbench.config.uri import AMQP_SCHEMES, STREAM_SCHEMES, mask_text, parse_uri
 from rbench.perftest import compat, grammar, mapping
 
 HELP = "Run a RabbitMQ PerfTest command line (-x -y -r -s -z -q -c -qq …) as an rbench workload."
@@ -32,6 +32,32 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def workload_dict(args: argparse.Namespace) -> dict[str, Any]:
     """The workload these PerfTest options describe, as the YAML mapping would be."""
     return mapping.to_workload(grammar.parse(args.argv)).workload
+
+
+def credential_references(workload: dict[str, Any], prefix: str = "RBENCH_PASSWORD") -> dict[str, str]:
+    """Replace every password in ``workload``'s cluster URIs by a ``${VAR}`` reference, in place.
+
+    The printed file then runs as printed (rbench.config.load expands ``${VAR}``) without
+    holding the secret. One variable per distinct password: RBENCH_PASSWORD, RBENCH_PASSWORD_2 …
+    Returns {variable: the masked URI it belongs to}."""
+    variables: dict[str, str] = {}          # password -> variable
+    named: dict[str, str] = {}
+    for cluster in workload.get("clusters", []):
+        for key in ("uris", "stream_uris"):
+            out = []
+            for text in cluster.get(key, []):
+                u = parse_uri(text, AMQP_SCHEMES + STREAM_SCHEMES)
+                if not u.has_password:
+                    out.append(text)
+                    continue
+                if u.password not in variables:
+                    variable = prefix if not variables else f"{prefix}_{len(variables) + 1}"
+                    variables[u.password] = variable
+                    named[variable] = u.masked
+                out.append(u.text(password=f"${{{variables[u.password]}}}"))
+            if key in cluster:
+                cluster[key] = out
+    return named
 
 
 def _version() -> str:
@@ -63,12 +89,14 @@ def run(args: argparse.Namespace) -> int:
     workload = workload_from_dict(mapped.workload, source="perftest options")
     if parsed.has("print-workload"):
         shown = workload.model_dump(mode="json", by_alias=True, exclude_defaults=True)
-        for cluster in shown["clusters"]:
-            cluster["uris"] = [mask_uri(u) for u in cluster["uris"]]
+        references = credential_references(shown)
         for note in mapped.notes:
-            print(f"# note: {note}")
+            print(f"# note: {mask_text(note)}")
+        for variable, uri in references.items():
+            print(f"# credentials: ${{{variable}}} is the password of {uri}; export {variable}=… (percent-encoded) "
+                  f"before running this file")
         print(yaml.safe_dump(shown, sort_keys=False))
         return 0
     for note in mapped.notes:
-        print(f"rbench perftest: note: {note}", flush=True)
+        print(f"rbench perftest: note: {mask_text(note)}", flush=True)
     return execute(workload, RunOptions(**mapped.run))

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 
+from rbench.commands.argtypes import positive_int
 from rbench.config.load import load_workload
 from rbench.plan import default_task_count, describe, plan
 
@@ -11,8 +12,8 @@ HELP = "Print how a workload's producers, consumers and queues split over Spark 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("workload", help="workload YAML file")
-    parser.add_argument("--slots", type=int, default=2, help="task slots to plan for (default 2, like local[2])")
-    parser.add_argument("--tasks", type=int, default=None, help="force this many tasks")
+    parser.add_argument("--slots", type=positive_int, default=2, help="task slots to plan for (default 2, like local[2])")
+    parser.add_argument("--tasks", type=positive_int, default=None, help="force this many tasks")
 
 
 def run(args: argparse.Namespace) -> int:

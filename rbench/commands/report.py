@@ -1,4 +1,4 @@
-"""`rbench report DIR`: re-render leaderboard.md and report.html from a reduce's output, without Spark."""
+"""`rbench report RUN_DIR|DIR`: re-render leaderboard.md and report.html from a reduce's output, without Spark."""
 from __future__ import annotations
 
 import argparse
@@ -10,17 +10,23 @@ HELP = "Re-render report.html and leaderboard.md from the steps.parquet a reduce
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("report_dir", help="a reduce output directory (RUN_DIR/report or --out DIR)")
+    parser.add_argument("report_dir", help="a reduced run directory (RUN_DIR) or a reduce output (RUN_DIR/report, --out DIR)")
 
 
 def run(args: argparse.Namespace) -> int:
     from rbench.report.render import rerender
 
     out = Path(args.report_dir)
-    needed = [out / n for n in ("steps.parquet", "timeline.parquet", "leaderboard.json")]
-    missing = [str(p) for p in needed if not p.is_file()]
+    names = ("steps.parquet", "timeline.parquet", "leaderboard.json")
+    if not (out / names[0]).is_file() and (out / "report" / names[0]).is_file():
+        out = out / "report"                  # a run directory: its reduce wrote RUN_DIR/report
+    missing = [n for n in names if not (out / n).is_file()]
     if missing:
-        raise SinkError(f"{out}: not a reduce output ({', '.join(missing)} missing); run `rbench reduce` first")
+        if not out.is_dir():
+            raise SinkError(f"{out}: no such directory; expected a run directory or a reduce output")
+        hint = f"run `rbench reduce {out}` first" if (out / "run.json").is_file() else \
+            "expected a run directory (RUN_DIR, reduced) or a reduce output (RUN_DIR/report, --out DIR)"
+        raise SinkError(f"{out}: no reduce output here ({', '.join(missing)} missing); {hint}")
     try:
         path = rerender(out)
     except (OSError, ValueError, KeyError) as exc:

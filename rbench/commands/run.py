@@ -10,6 +10,7 @@ import dataclasses
 import sys
 from dataclasses import dataclass, field
 
+from rbench.commands.argtypes import port, positive_int
 from rbench.config.load import load_workload
 from rbench.config.model import Workload
 
@@ -24,12 +25,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="results", help="results root; the run goes to OUT/<run_id>/ (default results)")
     parser.add_argument("--master", default=None, help="Spark master, e.g. local[2], spark://host:7077 (default local[*])")
-    parser.add_argument("--tasks", type=int, default=None, help="Spark tasks per cluster (default: min(queues, slots))")
+    parser.add_argument("--tasks", type=positive_int, default=None, help="Spark tasks per cluster (default: min(queues, slots))")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration")
     parser.add_argument("--no-reduce", action="store_true", help="skip the summary reduce after the run")
     parser.add_argument("--quiet", action="store_true", help="no status line per second")
     parser.add_argument("--timings", action="store_true", help="print where the wall-clock seconds went (start-up, load, reduce)")
-    parser.add_argument("--metrics-port", type=int, default=None, metavar="PORT",
+    parser.add_argument("--metrics-port", type=port, default=None, metavar="PORT",
                         help="serve the run's merged /metrics on the driver at PORT (0 = any free port; "
                              "default: any free port when the workload sets metrics_port, else off)")
     parser.add_argument("--pushgateway", default=None, metavar="URL",
@@ -87,14 +88,28 @@ def execute(workload: Workload, args: RunOptions) -> int:
         linger = parse_seconds(args.metrics_linger)
     except ValueError as exc:
         raise ConfigError(f"--metrics-linger: {exc}") from None
-    if args.metrics_port is not None and not 0 <= args.metrics_port <= 65535:
-        raise ConfigError(f"--metrics-port: expected a port 0-65535, got {args.metrics_port}")
+    master = args.master or _default_master()
+    if master is None or master.startswith("local"):       # executors run here: their ports can be checked now
+        from rbench.plan import default_task_count
+
+        n = args.tasks or (workload.tasks if isinstance(workload.tasks, int) else
+                           default_task_count(workload, _local_slots(master)))
+        if workload.metrics_port:
+            ports_free("metrics_port", workload.metrics_port, n, "task i listens on metrics_port + i")
+    if args.metrics_port:
+        ports_free("--metrics-port", args.metrics_port, 1, "the run's /metrics")
     probe_clusters(workload)  # fail in seconds, before a JVM starts
     timings.mark("brokers probed")
-    session = local_session(args.master or _default_master(), app_name=f"rbench-run-{workload.name}", conf=conf)
+    session = local_session(master, app_name=f"rbench-run-{workload.name}", conf=conf)
     timings.mark("Spark session ready")
-    result = run_workload(workload, args.out, session, tasks=args.tasks, progress=not args.quiet, timings=timings,
-                          metrics_port=args.metrics_port, pushgateway=args.pushgateway, metrics_linger_s=linger)
+    from rbench.coordinator.cleanup import delete_created, snapshot
+
+    before = snapshot(workload)           # which of its queues exist already: those are never deleted
+    try:
+        result = run_workload(workload, args.out, session, tasks=args.tasks, progress=not args.quiet, timings=timings,
+                              metrics_port=args.metrics_port, pushgateway=args.pushgateway, metrics_linger_s=linger)
+    finally:
+        delete_created(workload, before)   # unless queues.keep: what this run declared goes
     info = result.info
     moved = sum(int(r.get("published", 0)) + int(r.get("consumed", 0)) for c in info["clusters"] for r in c.get("task_results", []))
     if not moved:
@@ -112,6 +127,34 @@ def execute(workload: Workload, args: RunOptions) -> int:
     if args.timings:
         print("\nwhere the time went:\n" + timings.table())
     return 0 if result.status == "complete" else 3
+
+
+def ports_free(field: str, first: int, count: int, why: str) -> None:
+    """ConfigError naming ``field`` when a fixed port this run needs is taken on this host.
+
+    A fixed port is a promise to whoever scrapes it: a taken one is an error before any JVM
+    starts, never a quiet move to another port (issue 11)."""
+    import socket
+
+    from rbench.errors import ConfigError
+
+    for number in range(first, first + count):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)     # as the metrics server does
+            try:
+                s.bind(("0.0.0.0", number))
+            except OSError as exc:
+                which = f"port {number}" if count == 1 else f"port {number} ({why}, {count} tasks)"
+                raise ConfigError(f"{field}: {which} is already in use on this host ({exc.strerror}); "
+                                  f"choose a free port, or 0 for any free port") from None
+
+
+def _local_slots(master: str | None) -> int:
+    """Task slots of a local[N] / local[*] master."""
+    import os
+
+    inside = (master or "local[*]").partition("[")[2].rstrip("]").split(",")[0]
+    return int(inside) if inside.isdigit() else (os.cpu_count() or 1)
 
 
 def _default_master() -> str | None:

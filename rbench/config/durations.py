@@ -1,6 +1,7 @@
 """Human durations ("90s", "5m", "250ms", "1h", or plain seconds) for workload fields."""
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated, Any
 
@@ -18,10 +19,13 @@ def parse_seconds(value: Any) -> float:
         seconds = float(value)
     elif isinstance(value, str) and (match := _PATTERN.match(value)):
         seconds = float(match.group(1)) * _UNITS[match.group(2) or "s"]
-    else:
-        raise ValueError(f"expected a duration such as 30s, 5m, 250ms or a number of seconds, got {value!r}")
+    else:     # the value itself is not echoed: a misplaced line could be a password (issue 11)
+        given = "a string" if isinstance(value, str) else f"a {type(value).__name__}"
+        raise ValueError(f"expected a duration such as 30s, 5m, 250ms or a number of seconds, got {given}")
+    if not math.isfinite(seconds):
+        raise ValueError("expected a finite duration")
     if seconds < 0:
-        raise ValueError(f"expected a duration >= 0, got {value!r}")
+        raise ValueError(f"expected a duration >= 0, got {seconds:g} s")
     return seconds
 
 

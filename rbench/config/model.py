@@ -6,17 +6,30 @@ can read a workload file without a glossary; `rbench perftest` maps its flags he
 """
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rbench.config.durations import Seconds
+from rbench.config.uri import AMQP_SCHEMES, STREAM_SCHEMES, parse_uri
+from rbench.errors import ConfigError
+
+# RabbitMQ's max_message_size default in 3.8-3.13 (134217728 bytes, checked on 3.10.8 with
+# `rabbitmqctl eval 'application:get_env(rabbit, max_message_size).'`); 4.0 lowered it to 16 MiB.
+DEFAULT_MAX_MESSAGE_SIZE = 128 * 1024 * 1024
+MAX_PORT = 65535
+MAX_PREFETCH = 65535                 # basic.qos prefetch-count is a short
+# sizes of what one run plans and holds in memory: far beyond any run a coordinator can drive, and
+# low enough that a typo (queues.to: 1e12) is refused at validation instead of exhausting memory
+MAX_COUNT = 100_000
+MAX_STEPS = 10_000
 
 QueueType = Literal["classic", "quorum", "stream"]
 
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # inf and nan are never a rate, size or duration (they used to pass and crash the planner)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
 
 class Cluster(_Model):
@@ -27,19 +40,26 @@ class Cluster(_Model):
     uris: list[str] = Field(min_length=1, description="AMQP 0.9.1 URIs (amqp:// or amqps://), tried in order.")
     stream_uris: list[str] = Field(default_factory=list,
                                    description="rabbitmq-stream:// URIs; derived from uris (port 5552) when empty.")
-    nodes: int = Field(default=1, ge=1)
+    nodes: int = Field(default=1, ge=1, le=10_000)
     instance_type: str = Field(default="local", description="Key of conf/costs.yaml instance_types.")
     volume_type: str = Field(default="local", description="Key of conf/costs.yaml volume_types.")
     volume_gb: int = Field(default=0, ge=0)
     volume_iops: int | None = Field(default=None, ge=0, description="Provisioned IOPS per node; default: the volume type's baseline.")
+    max_message_size: int = Field(default=DEFAULT_MAX_MESSAGE_SIZE, ge=1, le=512 * 1024 * 1024,
+                                  description="The broker's max_message_size in bytes (RabbitMQ 3.8-3.13 default 128 MiB, "
+                                              "4.x 16 MiB, at most 512 MiB); bodies larger than this are refused at validation.")
 
     @field_validator("uris", "stream_uris")
     @classmethod
-    def _schemes(cls, uris: list[str], info: Any) -> list[str]:
-        allowed = ("amqp://", "amqps://") if info.field_name == "uris" else ("rabbitmq-stream://", "rabbitmq-stream+tls://")
-        for uri in uris:
-            if not uri.startswith(allowed):
-                raise ValueError(f"expected a URI starting with {' or '.join(allowed)}")
+    def _parsed(cls, uris: list[str], info: Any) -> list[str]:
+        """Every URI is read here by the one parser the drivers use (rbench.config.uri), so a URI
+        that validates is one every driver can open and every message can mask."""
+        schemes = AMQP_SCHEMES if info.field_name == "uris" else STREAM_SCHEMES
+        for i, uri in enumerate(uris):
+            try:
+                parse_uri(uri, schemes)
+            except ConfigError as exc:
+                raise ValueError(f"[{i}] {exc}") from None
         return uris
 
 
@@ -62,13 +82,15 @@ class Queues(_Model):
 
     name: str | None = Field(default=None, description="A single queue name (PerfTest -u).")
     pattern: str | None = Field(default=None, description="printf-style pattern with %d, e.g. perf-test-%d.")
-    from_: int = Field(default=1, alias="from", ge=0)
-    to: int = Field(default=1, ge=0)
+    from_: int = Field(default=1, alias="from", ge=0, le=10**9)
+    to: int = Field(default=1, ge=0, le=10**9)
     type: QueueType = "classic"
     durable: bool = True
     auto_delete: bool = False
     exclusive: bool = False
     predeclared: bool = Field(default=False, description="Queues exist already: do not declare (PerfTest -p).")
+    keep: bool = Field(default=False, description="Leave the queues (streams) this run created on the broker; by default "
+                                                   "they are deleted after the run (queues that existed before are never deleted).")
     bind: bool = Field(default=True, description="Bind each queue to the exchange with its routing key (PerfTest -sb turns it off).")
     arguments: dict[str, Any] = Field(default_factory=dict,
                                       description="Extra x-arguments, e.g. x-quorum-initial-group-size, x-max-in-memory-length.")
@@ -82,6 +104,9 @@ class Queues(_Model):
                 raise ValueError("pattern: expected a pattern containing %d, e.g. perf-test-%d")
             if self.to < self.from_:
                 raise ValueError(f"to: expected a number >= from ({self.from_}), got {self.to}")
+            if self.to - self.from_ + 1 > MAX_COUNT:
+                raise ValueError(f"to: expected at most {MAX_COUNT} queues (from {self.from_} to {self.from_ + MAX_COUNT - 1}), "
+                                 f"got {self.to - self.from_ + 1}")
         if self.type != "classic" and (not self.durable or self.auto_delete or self.exclusive):
             raise ValueError(f"durable: {self.type} queues are always durable, never auto-delete or exclusive")
         if "x-queue-type" in self.arguments and self.arguments["x-queue-type"] != self.type:
@@ -122,12 +147,12 @@ class Publisher(_Model):
     content_type: str | None = Field(default=None, description="content_type property of every message (PerfTest -T).")
     properties: dict[str, Any] = Field(default_factory=dict, description="AMQP basic properties by their AMQP names (priority, expiration, message_id …); 'headers' is a table (PerfTest -mp).")
     random_routing_key: bool = Field(default=False, description="A random routing key per message instead of the fixed one (PerfTest -K).")
-    routing_key_cache: int = Field(default=0, ge=0, description="With random_routing_key: cycle through this many random keys; 0 = a new key per message (PerfTest -rkcs).")
+    routing_key_cache: int = Field(default=0, ge=0, le=MAX_COUNT * 10, description="With random_routing_key: cycle through this many random keys; 0 = a new key per message (PerfTest -rkcs).")
     tx_size: int = Field(default=0, ge=0, description="Publish in AMQP transactions, committing every N messages; 0 = no transactions (PerfTest -m).")
     body_files: list[str] = Field(default_factory=list, description="Files whose contents are the bodies, used in turn; the first 24 bytes carry the stamp (PerfTest -B).")
     json_body: bool = Field(default=False, description="Random JSON documents of `size` bytes as bodies; the first 24 bytes carry the stamp (PerfTest --json-body).")
-    json_body_fields: int = Field(default=1000, ge=1, description="Distinct random fields the JSON bodies are built from (PerfTest -bfc).")
-    json_bodies: int = Field(default=100, ge=1, description="Distinct JSON bodies, used in turn (PerfTest -bc).")
+    json_body_fields: int = Field(default=1000, ge=1, le=MAX_COUNT, description="Distinct random fields the JSON bodies are built from (PerfTest -bfc).")
+    json_bodies: int = Field(default=100, ge=1, le=MAX_COUNT, description="Distinct JSON bodies, used in turn (PerfTest -bc).")
 
 
 class Schedule(_Model):
@@ -141,7 +166,7 @@ class Schedule(_Model):
 
 
 class Consumer(_Model):
-    prefetch: int = Field(default=0, ge=0, description="basic.qos prefetch count (stream: credit); 0 = unlimited.")
+    prefetch: int = Field(default=0, ge=0, le=MAX_PREFETCH, description="basic.qos prefetch count (stream: credit); 0 = unlimited.")
     auto_ack: bool = False
     multi_ack_every: int = Field(default=0, ge=0, description="Ack with multiple=true every N messages.")
     processing_delay: Seconds = Field(default=0.0, description="Simulated work per message before its ack (PerfTest -L, in µs there).")
@@ -149,7 +174,7 @@ class Consumer(_Model):
     offset: str = Field(default="first", description="Streams: first | last | next | offset:N | timestamp:MS.")
     single_active: bool = False
     rate: float | None = Field(default=None, gt=0, description="Max msg/s per consumer, paced like processing_delay (PerfTest -R); null = unlimited.")
-    global_prefetch: int = Field(default=0, ge=0, description="basic.qos with global=true on the consumer's channel (PerfTest -Q); 0 = none.")
+    global_prefetch: int = Field(default=0, ge=0, le=MAX_PREFETCH, description="basic.qos with global=true on the consumer's channel (PerfTest -Q); 0 = none.")
     nack: bool = Field(default=False, description="Reject every message with basic.nack instead of acking it (PerfTest -na).")
     requeue: bool = Field(default=True, description="With nack: requeue the rejected messages (PerfTest -re).")
     arguments: dict[str, Any] = Field(default_factory=dict, description="basic.consume arguments, e.g. x-priority, x-stream-offset (PerfTest -ca, -sco).")
@@ -213,8 +238,8 @@ class Workload(_Model):
         default=None, description="Protocol driver; default amqp091, or stream when queues.type is stream. "
                                   "amqp10: AMQP 1.0 links (docs/amqp10.md).")
     clusters: list[Cluster] = Field(min_length=1)
-    producers: int = Field(default=1, ge=0)
-    consumers: int = Field(default=1, ge=0)
+    producers: int = Field(default=1, ge=0, le=MAX_COUNT)
+    consumers: int = Field(default=1, ge=0, le=MAX_COUNT)
     rate: float | None = Field(default=None, description="msg/s per producer; null = unlimited (PerfTest -r).")
     rate_steps: list[RateStep] | None = Field(default=None, description="Increasing-intensity steps; overrides rate and duration.")
     variable_rate: list[RateStep] | None = Field(default=None, description="PerfTest VALUE:SECONDS, cycled until duration ends.")
@@ -228,9 +253,9 @@ class Workload(_Model):
     duration: Seconds | None = Field(default=None, gt=0, description="Run length (PerfTest -z) unless rate_steps set it.")
     warmup: Seconds = Field(default=0.0, description="Excluded from each step's statistics.")
     drain_timeout: Seconds = Field(default=10.0, description="After publishing stops, wait this long for confirms and consumers.")
-    tasks: int | Literal["auto"] = Field(default="auto", description="Spark tasks; auto = min(queues, cores).")
+    tasks: Annotated[int, Field(ge=1)] | Literal["auto"] = Field(default="auto", description="Spark tasks; auto = min(queues, cores).")
     colocate: bool = Field(default=True, description="Keep a queue's producers and consumers in one task (one clock).")
-    metrics_port: int | None = Field(default=None, description="Prometheus port per executor host (0 = any free); null = off.")
+    metrics_port: int | None = Field(default=None, ge=0, le=MAX_PORT, description="Prometheus port per executor host (0 = any free); null = off.")
     regress: Regress | None = Field(default=None, description="Thresholds for `rbench regress` (not part of the workload hash).")
     variable_size: list[SizeStep] | None = Field(default=None, description="Body sizes cycled over time, each held for its duration (PerfTest -vs).")
     startup_timeout: Seconds = Field(default=0.0, description="Keep retrying a broker that refuses connections this long before failing (PerfTest --servers-startup-timeout).")
@@ -250,8 +275,31 @@ class Workload(_Model):
             raise ValueError("clusters: expected unique cluster names")
         if self.rate_steps is not None and self.variable_rate is not None:
             raise ValueError("rate_steps: give rate_steps or variable_rate, not both")
+        if self.rate is not None and (self.rate_steps is not None or self.variable_rate is not None):
+            other = "rate_steps" if self.rate_steps is not None else "variable_rate"
+            raise ValueError(f"rate: give rate or {other}, not both ({other} sets the rate of each step)")
+        limit = min(c.max_message_size for c in self.clusters)
+        sizes = [("size", self.size)] + [(f"variable_size.{i}.size", s.size) for i, s in enumerate(self.variable_size or [])]
+        for where, size in sizes:
+            if size > limit:
+                owner = next(c.name for c in self.clusters if c.max_message_size == limit)
+                raise ValueError(f"{where}: expected at most {limit} bytes, the max_message_size of cluster {owner} "
+                                 f"(RabbitMQ's default is 128 MiB; raise it on the broker and in the cluster's "
+                                 f"max_message_size), got {size}")
+        if self.metrics_port and isinstance(self.tasks, int) and self.metrics_port + self.tasks - 1 > MAX_PORT:
+            raise ValueError(f"metrics_port: task i listens on metrics_port + i, so expected at most "
+                             f"{MAX_PORT - self.tasks + 1} with {self.tasks} tasks, got {self.metrics_port}")
         if self.rate_steps is not None and not self.rate_steps:
             raise ValueError("rate_steps: expected at least one step")
+        if self.rate_steps is not None and len(self.rate_steps) > MAX_STEPS:
+            raise ValueError(f"rate_steps: expected at most {MAX_STEPS} steps, got {len(self.rate_steps)}")
+        if self.variable_rate is not None and not self.variable_rate:
+            raise ValueError("variable_rate: expected at least one entry")
+        if self.variable_rate is not None and self.duration is not None:
+            cycle = sum(s.duration for s in self.variable_rate)
+            if self.duration / cycle * len(self.variable_rate) > MAX_STEPS:
+                raise ValueError(f"variable_rate: cycling it over duration {self.duration:g} s makes more than "
+                                 f"{MAX_STEPS} steps; expected longer entries or a shorter duration")
         if self.variable_rate is not None and self.duration is None:
             raise ValueError("duration: variable_rate needs a duration to cycle over")
         if self.rate_steps is None and self.duration is None and self.publisher.message_count is None:

@@ -19,6 +19,7 @@ from aio_pika.abc import AbstractChannel, AbstractConnection, AbstractExchange, 
 from pamqp import commands as spec_commands
 
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
+from rbench.config.uri import AMQP_SCHEMES, parse_uri
 from rbench.drivers.base import OnMessage, PublishSink
 from rbench.drivers.connect import first_that_answers
 from rbench.drivers.replies import named
@@ -57,7 +58,9 @@ async def connect_first(uris: tuple[str, ...], timeout: float = CONNECT_TIMEOUT_
             return f"{type(exc).__name__} {exc}"
         return None
 
-    return await first_that_answers(uris, lambda uri: aio_pika.connect(uri, timeout=timeout), timeout, why)
+    parsed = {uri: parse_uri(uri, AMQP_SCHEMES) for uri in uris}     # malformed: ConfigError before any attempt
+    return await first_that_answers(uris, lambda uri: aio_pika.connect(parsed[uri].text(), timeout=timeout),
+                                    timeout, why)
 
 
 class AioPikaPublisher:

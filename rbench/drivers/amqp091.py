@@ -18,15 +18,15 @@ import ssl
 import time
 import uuid
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
 from rbench.codec.amqp091 import K, PublishEncoder, encode_ack, encode_method, key
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
+from rbench.config.uri import AMQP_SCHEMES, BrokerUri, parse_uri
 from rbench.drivers.amqp091_protocol import FLUSH_BYTES, Channel, Connection
 from rbench.drivers.base import OnMessage, PublishSink
 from rbench.drivers.connect import first_that_answers
 from rbench.drivers.replies import AccessRefused, NotAllowed, PreconditionFailed
-from rbench.errors import BrokerError, CodecError, ConfigError, mask_uri, os_error_text
+from rbench.errors import BrokerError, CodecError, ConfigError, os_error_text
 
 CONNECT_TIMEOUT_S = 9.0
 ACK_LINGER_S = 0.05      # pending multi-acks are sent after this much idle time
@@ -34,42 +34,30 @@ TX_SELECT, TX_SELECT_OK, TX_COMMIT, TX_COMMIT_OK = key(90, 10), key(90, 11), key
 
 
 class AmqpUri:
-    """The parts of an amqp:// or amqps:// URI the driver needs (password never printed)."""
+    """What the driver needs from an amqp:// or amqps:// URI, read from its one typed value
+    (rbench.config.uri.BrokerUri: the parser validation used); the password is never printed."""
 
-    __slots__ = ("uri", "tls", "host", "port", "user", "password", "vhost", "heartbeat", "frame_max",
+    __slots__ = ("parsed", "tls", "host", "port", "user", "password", "vhost", "heartbeat", "frame_max",
                  "channel_max", "verify", "cacertfile", "certfile", "keyfile", "server_name")
 
-    def __init__(self, uri: str) -> None:
-        parts = urlsplit(uri)
-        if parts.scheme not in ("amqp", "amqps"):
-            raise ConfigError(f"{mask_uri(uri)}: expected an amqp:// or amqps:// URI")
-        self.uri = uri
-        self.tls = parts.scheme == "amqps"
-        self.host = parts.hostname or "localhost"
-        try:
-            self.port = parts.port or (5671 if self.tls else 5672)
-        except ValueError:
-            raise ConfigError(f"{mask_uri(uri)}: invalid port") from None
-        self.user = unquote(parts.username) if parts.username is not None else "guest"
-        self.password = unquote(parts.password) if parts.password is not None else "guest"
-        self.vhost = "/" if parts.path in ("", "/") else unquote(parts.path[1:])
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        try:
-            self.heartbeat = int(query.get("heartbeat", 60))
-            self.frame_max = int(query.get("frame_max", 131072))
-            self.channel_max = int(query.get("channel_max", 2047))
-        except ValueError:
-            raise ConfigError(f"{mask_uri(uri)}: heartbeat, frame_max and channel_max must be integers") from None
+    def __init__(self, uri: str | BrokerUri) -> None:
+        u = uri if isinstance(uri, BrokerUri) else parse_uri(uri, AMQP_SCHEMES)
+        self.parsed = u
+        self.tls = u.tls
+        self.host, self.port, self.user, self.password, self.vhost = u.host, u.port, u.user, u.password, u.vhost
+        self.heartbeat = u.int_option("heartbeat", 60)
+        self.frame_max = u.int_option("frame_max", 131072)
+        self.channel_max = u.int_option("channel_max", 2047)
         # TLS options as RabbitMQ's URI spec names them (query parameters of amqps URIs)
-        self.verify = query.get("verify", "verify_peer") != "verify_none"
-        self.cacertfile = query.get("cacertfile")
-        self.certfile = query.get("certfile")
-        self.keyfile = query.get("keyfile")
-        self.server_name = query.get("server_name_indication", self.host)
+        self.verify = u.option("verify", "verify_peer") != "verify_none"
+        self.cacertfile = u.option("cacertfile", u.option("cafile"))     # cafile: aio-pika's name for it
+        self.certfile = u.option("certfile")
+        self.keyfile = u.option("keyfile")
+        self.server_name = u.option("server_name_indication", self.host)
 
     @property
     def masked(self) -> str:
-        return mask_uri(self.uri)
+        return self.parsed.masked
 
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.tls:

@@ -27,13 +27,13 @@ import time
 import zlib
 from collections.abc import Callable
 from typing import Any, cast
-from urllib.parse import unquote, urlsplit
 
 from rstream import exceptions as rs_exc
 from rstream import schema
 from rstream.client import Client
 from rstream.encoding import decode_frame, encode_frame
 
+from rbench.config.uri import AMQP_SCHEMES, STREAM_SCHEMES, parse_uri
 from rbench.drivers.replies import named
 from rbench.errors import BrokerError, ConfigError, ConnectError, mask_uri, os_error_text
 
@@ -93,41 +93,27 @@ def response_error(code: int, doing: str) -> BrokerError:
 # ---------------------------------------------------------------- URIs
 
 def parse_stream_uri(uri: str) -> tuple[str, int, str, str, str]:
-    """(host, port, user, password, vhost) of a rabbitmq-stream:// URI (AMQP vhost rules)."""
-    try:
-        parts = urlsplit(uri)
-        port = parts.port
-    except ValueError:
-        raise ConfigError(f"stream uri: cannot parse {mask_uri(uri)}") from None
-    if parts.scheme not in ("rabbitmq-stream", "rabbitmq-stream+tls"):
-        raise ConfigError(f"stream uri: expected rabbitmq-stream://, got {mask_uri(uri)}")
-    if parts.scheme.endswith("+tls"):
+    """(host, port, user, password, vhost) of a rabbitmq-stream:// URI, from its one typed value
+    (rbench.config.uri, the parser validation used; AMQP vhost rules)."""
+    u = parse_uri(uri, STREAM_SCHEMES)
+    if u.tls:
         raise ConfigError("stream uri: TLS (rabbitmq-stream+tls) is not supported by rbench yet")
-    path = parts.path
-    vhost = "/" if path in ("", "/") else unquote(path[1:])
-    return (parts.hostname or "localhost", port or DEFAULT_PORT, unquote(parts.username or "guest"),
-            unquote(parts.password or "guest"), vhost)
+    return u.host, u.port, u.user, u.password, u.vhost
 
 
 def stream_uri_from_amqp(uri: str, port: int = DEFAULT_PORT) -> str:
     """amqp://user:pass@host:5672/vhost → rabbitmq-stream://user:pass@host:5552/vhost.
 
     Same credentials, host and vhost; the stream plugin's default port. Used when a
-    ClusterTarget lists only AMQP URIs.
+    ClusterTarget lists only AMQP URIs. An AMQP URI on a port other than 5672/5671 is
+    refused: the broker listens elsewhere, and guessing 5552 there would fail with a
+    misleading error (or reach another broker).
     """
-    try:
-        parts = urlsplit(uri)
-        _ = parts.port             # urlsplit checks the port only when asked
-    except ValueError:
-        raise ConfigError(f"uri: cannot parse {mask_uri(uri)}") from None
-    if parts.scheme not in ("amqp", "amqps"):
-        raise ConfigError(f"uri: expected amqp:// to derive a stream uri, got {mask_uri(uri)}")
-    userinfo = parts.netloc.rpartition("@")[0]
-    host = parts.hostname or "localhost"
-    if ":" in host:
-        host = f"[{host}]"
-    netloc = f"{userinfo}@{host}:{port}" if userinfo else f"{host}:{port}"
-    return f"rabbitmq-stream://{netloc}{parts.path or '/'}"
+    u = parse_uri(uri, AMQP_SCHEMES)
+    if u.explicit_port and u.port not in (5672, 5671):
+        raise ConfigError(f"{u.masked}: AMQP port {u.port} is not the default, so the stream port cannot be derived "
+                          f"(rbench would guess {port}); give the stream URI instead, rabbitmq-stream://… with the broker's stream port")
+    return u.with_scheme_port("rabbitmq-stream", port).text()
 
 
 # ---------------------------------------------------------------- AMQP 1.0 bodies

@@ -170,11 +170,16 @@ class RunMetrics:
 
         from prometheus_client.exposition import basic_auth_handler, default_handler
 
-        parts = urlsplit(url if "://" in url else f"http://{url}")
+        try:
+            parts = urlsplit(url if "://" in url else f"http://{url}")
+            port = parts.port                # urlsplit checks the port (and brackets) only here
+        except ValueError:
+            raise ConfigError(f"--pushgateway {mask_uri(url)}: expected http://[user:password@]host:port "
+                              f"with a port 1-65535") from None
         handler: Any = default_handler
         if parts.username is not None:      # http://user:password@host:9091: basic auth, never in the URL sent
             user, password = parts.username, parts.password or ""
-            netloc = parts.hostname + (f":{parts.port}" if parts.port else "") if parts.hostname else ""
+            netloc = parts.hostname + (f":{port}" if port else "") if parts.hostname else ""
             parts = parts._replace(netloc=netloc)
 
             def handler(url: str, method: str, timeout: Any, headers: Any, data: bytes) -> Any:

@@ -12,10 +12,10 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from rbench.config.uri import AMQP_SCHEMES, parse_uri
 from rbench.errors import ConfigError
 from rbench.perftest import values as v
 from rbench.perftest.grammar import Parsed
@@ -55,6 +55,12 @@ def _uris(p: Parsed) -> list[str]:
             raise ConfigError(f"{opt('uris').label}: expected comma-separated AMQP URIs")
     else:
         uris = [p.first("uri") or DEFAULT_URI]
+    which = opt("uris") if p.has("uris") else opt("uri")
+    for uri in uris:                     # the one URI reader (rbench.config.uri): masked errors, never a traceback
+        try:
+            parse_uri(uri, AMQP_SCHEMES)
+        except ConfigError as exc:
+            raise ConfigError(f"{which.label}: {exc}") from None
     query: dict[str, str] = {}
     if p.has("heartbeat"):
         hb = v.integer(opt("heartbeat"), p.first("heartbeat"))
@@ -83,10 +89,10 @@ def _uris(p: Parsed) -> list[str]:
 
 
 def _with_query(uri: str, extra: dict[str, str]) -> str:
-    parts = urlsplit(uri)
-    query = dict(parse_qsl(parts.query, keep_blank_values=True))
-    query.update(extra)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, urlencode(query), parts.fragment))
+    u = parse_uri(uri, AMQP_SCHEMES)
+    options = dict(u.options)
+    options.update(extra)
+    return replace(u, options=tuple(options.items())).text()
 
 
 def _positive_int(p: Parsed, key: str, default: int, minimum: int = 0) -> int:
@@ -174,6 +180,8 @@ def _queues(p: Parsed, w: dict[str, Any], persistent: bool) -> None:
         durable, auto_delete = True, False
     queues: dict[str, Any] = {"type": qtype, "durable": durable, "auto_delete": auto_delete, "exclusive": exclusive,
                               "predeclared": p.has("predeclared"), "arguments": qa, "bind": not p.has("skip-binding-queues")}
+    if p.has("auto-delete") and not auto_delete:    # `-ad false` asks for queues that outlive the run: keep them
+        queues["keep"] = True
     pattern_keys = ("queue-pattern", "queue-pattern-from", "queue-pattern-to")
     if p.has("queue-file"):
         raise refuse("queue-file", opt("queue-file").rbench)
@@ -217,6 +225,9 @@ def _rates(p: Parsed, w: dict[str, Any]) -> bool:
         r = v.number(opt("rate"), p.first("rate"))
         if r == 0:
             raise refuse("rate", "a rate of 0 (producers that never publish); use -x 0 for consumers only")
+        if r < 0 and r != -1:
+            raise ConfigError(f"{opt('rate').label}: expected a rate > 0 msg/s, or -1 for no limit (PerfTest's "
+                              f"default), got {r:g}")
         if r > 0:
             rate, instructed = r, True
     if p.has("publishing-interval"):
@@ -224,10 +235,10 @@ def _rates(p: Parsed, w: dict[str, Any]) -> bool:
         if interval < 0.1:
             raise ConfigError(f"{opt('publishing-interval').label}: expected at least 0.1 s, got {interval:g}")
         rate, instructed = 1.0 / interval, True
-    if rate is not None:
-        w["rate"] = rate
     steps = p.all("rate-steps")
     vr = [(opt("variable-rate"), t) for t in p.all("variable-rate")] + [(opt("V"), t) for t in p.all("V")]
+    if rate is not None and not steps and not vr:     # PerfTest: a variable rate replaces -r
+        w["rate"] = rate
     if steps:
         parsed = [v.rate_seconds(opt("rate-steps"), s) for text in steps for s in text.split(",") if s]
         w["rate_steps"] = [{"rate": r, "duration": d} for r, d in parsed]
@@ -288,6 +299,9 @@ def _consumers(p: Parsed, w: dict[str, Any], qtype: str) -> None:
                                          "rbench cannot slow it without stalling its task's shared connection")
     if p.has("consumer-rate"):
         r = v.number(opt("consumer-rate"), p.first("consumer-rate"))
+        if r < 0 and r != -1:
+            raise ConfigError(f"{opt('consumer-rate').label}: expected a rate > 0 msg/s, or -1 for no limit "
+                              f"(PerfTest's default), got {r:g}")
         if r > 0:
             if auto_ack:
                 raise refuse("consumer-rate", "with -a/--autoack: the broker does not wait for an auto-ack consumer, "

@@ -145,7 +145,7 @@ PERFTEST_OPTIONS: tuple[Option, ...] = (
        "multiplexes every producer and consumer of a Spark task on one connection where PerfTest opens one per "
        "producer", "producers"),
     _o("r", "rate", "one", "MSG/S", "producer rate limit, default is no limit", HONOURED,
-       "rate (msg/s per producer); a negative value is unlimited; 0 is refused (use -x 0 for no publishing)",
+       "rate (msg/s per producer); -1 (PerfTest's default) is unlimited; other negative values and 0 are refused (use -x 0 for no publishing)",
        "producers"),
     _o("P", "publishing-interval", "one", "SECONDS",
        "publishing interval in seconds (opposite of producer rate limit)", HONOURED,
@@ -217,7 +217,8 @@ PERFTEST_OPTIONS: tuple[Option, ...] = (
        "consumers = -y × -Y: each PerfTest consumer channel is one rbench consumer; rbench multiplexes a Spark task's "
        "clients on one connection where PerfTest opens one per consumer", "consumers"),
     _o("R", "consumer-rate", "one", "MSG/S", "consumer rate limit, default is no limit", HONOURED,
-       "consumer.rate: each consumer finishes (acks) at most this many messages per second; refused with -a",
+       "consumer.rate: each consumer finishes (acks) at most this many messages per second; -1 (PerfTest's default) is "
+       "unlimited, other negative values are refused; refused with -a",
        "consumers"),
     _o("S", "slow-start", "none", "", "start consumers slowly (1 sec delay between each), default is false", DIFFERS,
        "consumer.start_interval = 1 s: consumers start 1 s apart within each Spark task (tasks start theirs in "
@@ -288,7 +289,8 @@ PERFTEST_OPTIONS: tuple[Option, ...] = (
        "queues.arguments; x-queue-type sets queues.type; the keys durable, auto-delete and exclusive set those queue "
        "properties", "queues and exchanges"),
     _o("ad", "auto-delete", "one", "true|false", "should the queue be auto-deleted, default is true", HONOURED,
-       "queues.auto_delete (values other than true/false are an error; PerfTest reads them as false)",
+       "queues.auto_delete, and -ad false also sets queues.keep (the queues outlive the run; otherwise rbench deletes the "
+       "queues it created after the run); values other than true/false are an error, PerfTest reads them as false",
        "queues and exchanges"),
     _o("E", "exclusive", "none", "",
        "use server-named exclusive queues. Such queues can only be used by their declaring connection! "

@@ -53,3 +53,16 @@ def test_perftest_command_writes_perftests_csv_once_per_interval(spark, amqp_url
     assert all(0 < int(r[12]) <= int(r[16]) for r in busy)                          # confirm latency, µs
     # the compact console format, its header once
     assert out.count("consumer latency") == 1 and "confirm latency" in out
+
+
+def test_perftest_stream_queue_is_deleted_after_the_run(spark, amqp_url: str, unique_name: str, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 11: `perftest -qa x-queue-type=stream` left its stream on the broker (streams ignore auto-delete)."""
+    from tests.broker.test_cleanup import exists
+
+    argv = ["perftest", "-h", amqp_url, "-u", unique_name, "-qa", "x-queue-type=stream", "-x", "1", "-y", "1",
+            "-r", "100", "-prsd", "0", "-z", "2", "--out", str(tmp_path), "--no-reduce", "--master", "local[2]"]
+    assert main(argv) == 0, capsys.readouterr().err
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir() and (p / "run.json").exists())
+    assert read(run_dir, "published").num_rows > 0               # the run used the stream
+    assert not exists(amqp_url, unique_name)

@@ -350,3 +350,19 @@ def test_report_command_rerenders_without_spark(reduced: Any, synth: SynthRun, t
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 4
     assert main(["report", str(tmp_path)]) == 2          # not a reduce output: one line, no traceback
+
+
+def test_report_command_takes_the_run_directory(reduced: Any, synth: SynthRun, tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 11: `rbench report RUN_DIR` failed (it wanted RUN_DIR/report and did not say so)."""
+    from rbench.cli import main
+
+    (synth.run_dir / "report" / "report.html").unlink()
+    assert main(["report", str(synth.run_dir)]) == 0
+    assert capsys.readouterr().out.strip() == f"report: {synth.run_dir / 'report' / 'report.html'}"
+    unreduced = tmp_path / "run"
+    unreduced.mkdir()
+    (unreduced / "run.json").write_text("{}")
+    assert main(["report", str(unreduced)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].endswith(f"run `rbench reduce {unreduced}` first"), err

@@ -31,12 +31,20 @@ def test_registered_as_stream_driver() -> None:
 
 @pytest.mark.parametrize("amqp, expected", [
     ("amqp://guest:guest@127.0.0.1:5672/", "rabbitmq-stream://guest:guest@127.0.0.1:5552/"),
-    ("amqp://u:p%40ss@broker.example:5673/%2Fprod", "rabbitmq-stream://u:p%40ss@broker.example:5552/%2Fprod"),
+    ("amqp://u:p%40ss@broker.example:5672/%2Fprod", "rabbitmq-stream://u:p%40ss@broker.example:5552/%2Fprod"),
     ("amqp://rabbit", "rabbitmq-stream://rabbit:5552/"),
     ("amqps://u:p@[::1]:5671/v", "rabbitmq-stream://u:p@[::1]:5552/v"),
 ])
 def test_stream_uri_is_derived_from_amqp_uri(amqp: str, expected: str) -> None:
     assert stream_uri_from_amqp(amqp) == expected
+
+
+def test_stream_uri_is_not_guessed_from_a_non_default_amqp_port() -> None:
+    """issue 11: `stream-publish --uri amqp://…:5999` used 5552 and then blamed the credentials."""
+    with pytest.raises(ConfigError) as info:
+        stream_uri_from_amqp("amqp://guest:topsecret@127.0.0.1:5999/")
+    assert "AMQP port 5999 is not the default" in str(info.value) and "rabbitmq-stream://" in str(info.value)
+    assert "topsecret" not in str(info.value)
 
 
 def test_stream_uris_prefer_explicit_ones() -> None:
