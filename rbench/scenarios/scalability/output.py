@@ -197,7 +197,8 @@ def plot(levels: list[dict[str, Any]], phase: str, path: Path, title: str) -> Pa
                    "route": "µs per message per bound queue"}[phase])
     ax.set_title(title, fontsize=10)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, ncol=2)
+    if groups:
+        ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)

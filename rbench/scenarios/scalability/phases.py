@@ -19,9 +19,11 @@ from rbench.config.types import ClusterTarget
 from rbench.drivers.amqp091 import Amqp091Driver
 from rbench.drivers.amqp091_protocol import Channel, Connection
 from rbench.errors import BrokerError
+from rbench.scenarios.scalability import counters
 
 CONFIRM_WINDOW = 2000
 CONFIRM_TIMEOUT_S = 120.0
+COUNTER_SETTLE_S = 6.0       # longer than the broker's default stats interval (5 s), in case counters lag
 ALARM_GRACE_S = 3.0          # publishing blocked this long by the broker = a resource alarm: give up the probe
 BODY = b"rbench-scalability"
 
@@ -42,6 +44,8 @@ class PhaseWork:
     publish_keys: tuple[str, ...] = ()          # route: cycled, one per message
     messages: int = 0                           # route: this task's share of n
     queue_arguments: tuple[tuple[str, Any], ...] = ()
+    prometheus: str = ""                        # route, task 0: read the broker's routed counter here
+    routed_expected: int = 0                    # route: n × q, what that counter should move by
 
 
 def run_phase(work: PhaseWork, barrier: Barrier | None = None) -> list[dict[str, Any]]:
@@ -63,10 +67,18 @@ async def _run(work: PhaseWork, barrier: Barrier | None) -> list[dict[str, Any]]
         if work.phase == "route":
             await ch.rpc(K.CONFIRM_SELECT, (False,), (K.CONFIRM_SELECT_OK,), "confirm.select")
             probe = _Probe(conn, ch)
-            if barrier is not None:
-                barrier()
+            checker = work.task == 0 and bool(work.prometheus)
+            before = counters.routed_snapshot(work.prometheus, work.exchange) if checker else None
+            sync = barrier or (lambda: None)
+            sync()
             baseline = await probe.publish(work.empty_exchange, ("unbound",), work.messages)
             routed = await probe.publish(work.exchange, work.publish_keys, work.messages)
+            # every task's last confirm is in and every probe channel still open (the broker drops a closed
+            # channel's counters): task 0 reads the routed counter, then all close
+            sync()
+            counted = await _routed(work, before) if checker else None
+            sync()
+            routed["routed_counted"] = counted
             return [dict(baseline, phase="baseline", task=work.task), dict(routed, phase="route", task=work.task)]
         if barrier is not None:
             barrier()
@@ -80,6 +92,18 @@ async def _run(work: PhaseWork, barrier: Barrier | None) -> list[dict[str, Any]]
         return [dict(part, phase=work.phase, task=work.task)]
     finally:
         await driver.aclose()
+
+
+async def _routed(work: PhaseWork, before: counters.Snapshot | None) -> int | None:
+    """Messages × queues the probe channels routed, read until it reaches n × q (or stops moving)."""
+    if before is None:
+        return None
+    deadline = time.monotonic() + COUNTER_SETTLE_S
+    while True:
+        counted = counters.routed_since(before, counters.routed_snapshot(work.prometheus, work.exchange))
+        if counted is None or counted >= work.routed_expected or time.monotonic() > deadline:
+            return counted
+        await asyncio.sleep(0.2)
 
 
 async def _create(ch: Channel, work: PhaseWork) -> dict[str, Any]:

@@ -143,7 +143,8 @@ class Sweep:
         if phase == "route":
             keys = publish_keys(spec.exchange_type, level.bindings)
             return [PhaseWork(uris, "route", t, self.exchange, self.empty_exchange, publish_keys=keys,
-                              messages=message_share(spec.messages, t, spec.tasks)) for t in range(spec.tasks)]
+                              messages=message_share(spec.messages, t, spec.tasks), prometheus=self.prometheus,
+                              routed_expected=spec.messages * level.queues) for t in range(spec.tasks)]
         keys = binding_keys(spec.exchange_type, level.bindings) if phase == "create" else ()
         return [PhaseWork(uris, phase, t, self.exchange,
                           queues=tuple(queue_name(self.prefix, level.bindings, i)
@@ -163,12 +164,10 @@ class Sweep:
 
     def _route(self, level: Level, repeat: int) -> bool:
         spec = self.spec
-        before = counters.routed_snapshot(self.prometheus, self.exchange)
         results = self.submit(self._works("route", level, range(0)))
-        after = counters.routed_snapshot(self.prometheus, self.exchange)
         if any(r.get("blocked") for r in results):
             return False
-        counted = counters.routed_since(before, after)
+        counted = next((r.get("routed_counted") for r in results if r["phase"] == "route" and r["task"] == 0), None)
         expected = spec.messages * level.queues
         if counted is None and not self._counter_warned:
             self._counter_warned = True
@@ -253,13 +252,14 @@ class Sweep:
         with _sigint_deferred(self.echo):
             if self.result.status in ("interrupted", "failed") and self.cancel is not None:
                 self.cancel()
+            from rbench.scenarios.scalability.output import write_outputs
             try:
                 _admin(self.spec.uri, self._cleanup())
             except Exception as exc:   # the broker went away: say what may be left
                 self.result.notes.append(f"cleanup failed ({exc}); queues named {self.prefix}* may remain")
                 self.echo(f"  {self.result.notes[-1]}")
-            from rbench.scenarios.scalability.output import write_outputs
-            write_outputs(self)
+            finally:
+                write_outputs(self)
 
 
 def _admin(uri: str, coro: Any) -> None:
