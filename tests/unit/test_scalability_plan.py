@@ -122,3 +122,20 @@ def test_cli_refuses_a_bad_sweep_in_one_line_before_spark(capsys: pytest.Capture
     assert err.count("\n") == 0 and "--queue-limit 100,000" in err
     assert main(["scalability", "--exchange-type", "headers"]) == 2
     assert "--exchange-type" in capsys.readouterr().err
+
+
+def test_routed_counter_counts_only_channels_new_since_the_snapshot() -> None:
+    from rbench.scenarios.scalability import counters
+
+    def page(rows: list[tuple[str, str, str, int]]) -> str:
+        head = "# TYPE rabbitmq_detailed_queue_messages_published_total counter\n"
+        return head + "".join(f'rabbitmq_detailed_queue_messages_published_total{{channel="{c}",queue_vhost="/",'
+                               f'queue="{q}",exchange_vhost="/",exchange="{x}"}} {v}\n' for c, q, x, v in rows)
+
+    before = counters.parse_routed(page([("<0.1.0>", "q1", "X", 50), ("<0.2.0>", "q9", "other", 7)]), "X")
+    after = counters.parse_routed(page([("<0.1.0>", "q1", "X", 50), ("<0.3.0>", "q1", "X", 40), ("<0.3.0>", "q2", "X", 40),
+                                        ("<0.4.0>", "q1", "X", 40), ("<0.4.0>", "q9", "other", 9)]), "X")
+    assert before == {("<0.1.0>", "q1"): 50}
+    assert counters.routed_since(before, after) == 120
+    assert counters.routed_since(None, after) is None
+    assert counters.default_prometheus("amqp://u:p@broker.example:5672/") == "http://broker.example:15692"

@@ -38,6 +38,11 @@ def routed_snapshot(prometheus: str, exchange: str) -> Snapshot | None:
         text = _get(prometheus.rstrip("/") + DETAILED)
     except (OSError, urllib.error.URLError, ValueError):
         return None
+    return parse_routed(text, exchange)
+
+
+def parse_routed(text: str, exchange: str) -> Snapshot:
+    """The (channel, queue) -> count rows of one exchange in the plugin's text exposition."""
     out: Snapshot = {}
     for line in text.splitlines():
         match = _LINE.match(line)
