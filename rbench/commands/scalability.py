@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
     submit, cancel = spark_submitter(session, spec.tasks)
     echo = (lambda _line: None) if args.quiet else (lambda line: print(line, flush=True))
     sweep = Sweep(spec, submit, args.out, echo=echo, cancel=cancel)
-    result = sweep.run()
+    result = _with_sigterm_as_interrupt(sweep.run)
     levels = summary(result.rows)
     if levels:
         print("\n" + table_markdown(levels) + "\n\n" + slopes_markdown(levels))
@@ -80,6 +80,24 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {note}", file=sys.stderr)
     print(f"\nrbench scalability: {result.status}; report: {result.run_dir / 'report' / 'scalability.md'}")
     return 0 if result.status in ("complete", "memory-alarm") else 3
+
+
+def _with_sigterm_as_interrupt(fn: Any) -> Any:
+    """SIGTERM (a scheduler stopping the job) cleans up as Ctrl-C does, instead of leaving queues behind."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return fn()
+
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        return fn()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _probe(uri: str) -> None:

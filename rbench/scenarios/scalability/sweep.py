@@ -276,11 +276,12 @@ def _sigint_deferred(echo: Callable[[str], None]) -> Iterator[None]:
     def handler(signum: int, frame: Any) -> None:
         echo("rbench scalability: cleaning up the sweep's queues, please wait")
 
-    previous = signal.signal(signal.SIGINT, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in (signal.SIGINT, signal.SIGTERM)}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 def spark_submitter(session: Any, tasks: int) -> tuple[Submit, Callable[[], None]]:
