@@ -38,6 +38,7 @@ COMMANDS: dict[str, str] = {
     "amqp10": "amqp10",
     "history": "history",
     "regress": "regress",
+    "scalability": "scalability",
 }
 
 

@@ -10,13 +10,19 @@ HELP = "Re-render report.html and leaderboard.md from the steps.parquet a reduce
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("report_dir", help="a reduced run directory (RUN_DIR) or a reduce output (RUN_DIR/report, --out DIR)")
+    parser.add_argument("report_dir", help="a reduced run directory (RUN_DIR), a reduce output (RUN_DIR/report, --out DIR), "
+                                           "or a `rbench scalability` run directory")
 
 
 def run(args: argparse.Namespace) -> int:
     from rbench.report.render import rerender
 
     out = Path(args.report_dir)
+    if (out / "scalability.parquet").is_file():          # a `rbench scalability` run directory
+        from rbench.scenarios.scalability.output import render
+
+        print(f"report: {render(out)}")
+        return 0
     names = ("steps.parquet", "timeline.parquet", "leaderboard.json")
     if not (out / names[0]).is_file() and (out / "report" / names[0]).is_file():
         out = out / "report"                  # a run directory: its reduce wrote RUN_DIR/report
