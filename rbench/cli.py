@@ -36,6 +36,7 @@ COMMANDS: dict[str, str] = {
     "stream-publish": "stream_publish",
     "history": "history",
     "regress": "regress",
+    "nightly": "nightly",
 }
 
 
