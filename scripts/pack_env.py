@@ -7,33 +7,35 @@ build/, and packs that venv.
 
 pyspark (and py4j) are removed from the packed venv: executors and a cluster-mode driver import
 the pyspark of the cluster's own Spark distribution (spark-submit puts SPARK_HOME/python/lib on
-their PYTHONPATH), which must match the cluster's JVM side anyway; leaving them out saves ~450 MB.
+their PYTHONPATH), which must match the cluster's JVM side anyway; leaving them out saves ~450 MB. They are never installed.
 `--with-pyspark` keeps them (for a driver started from the unpacked archive outside spark-submit).
 
 The archive is rebuilt only when its inputs change: a hash of the sources, pyproject.toml,
 setup.py, the Python version and the options is kept next to it (dist/rbench-env.inputs).
 
-    python scripts/pack_env.py [--out dist/rbench-env.tar.gz] [--with-pyspark] [--force]
+    python scripts/pack_env.py [--out dist/rbench-env.tar.gz] [--python /usr/bin/python3.11] [--with-pyspark] [--force]
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
+import re
 import shutil
 import subprocess
 import sys
 import time
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-INPUTS = ["pyproject.toml", "setup.py", "rbench", "ext"]
+INPUTS = ["pyproject.toml", "setup.py", "rbench", "ext", "conf/costs.yaml"]
 SOURCE_SUFFIXES = {".py", ".pyx", ".pxd", ".pyi", ".h", ".c", ".properties", ".typed", ".toml"}
 DROPPED = ["pyspark", "py4j"]
 
 
-def inputs_hash(with_pyspark: bool) -> str:
+def inputs_hash(with_pyspark: bool, python: str) -> str:
     """Hash of every file the archive is built from, so an unchanged checkout reuses it."""
-    digest = hashlib.sha256(f"{sys.version}|pyspark={with_pyspark}".encode())
+    digest = hashlib.sha256(f"{python}|pyspark={with_pyspark}".encode())
     for name in INPUTS:
         path = ROOT / name
         files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file() and p.suffix in SOURCE_SUFFIXES
@@ -46,12 +48,38 @@ def inputs_hash(with_pyspark: bool) -> str:
     return digest.hexdigest()
 
 
+def wheel_requirements(wheel: Path) -> list[str]:
+    """The wheel's Requires-Dist lines, less those of optional extras."""
+    with zipfile.ZipFile(wheel) as zf:
+        (meta,) = [n for n in zf.namelist() if n.endswith(".dist-info/METADATA")]
+        lines = zf.read(meta).decode().splitlines()
+    reqs = [line.split(":", 1)[1].strip() for line in lines if line.startswith("Requires-Dist:")]
+    return [r for r in reqs if "extra ==" not in r]
+
+
+def requirement_name(req: str) -> str:
+    return re.split(r"[\s<>=!~;\[(]", req, maxsplit=1)[0].lower().replace("_", "-")
+
+
+def prune(venv: Path) -> None:
+    """Drop what no import needs: bundled test suites and C/C++ headers (~60 MB unpacked)."""
+    (site,) = venv.glob("lib/python3*/site-packages")
+    dropped = [site / pkg / sub for pkg in ("pyarrow", "pandas", "numpy", "matplotlib") for sub in ("tests", "include", "src")]
+    dropped += [p for p in site.glob("numpy/*/tests")]
+    size = 0
+    for path in dropped:
+        if path.is_dir():
+            size += sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+            shutil.rmtree(path)
+    print(f"pruned {size / 2**20:.0f} MB of tests and headers")
+
+
 def run(cmd: list[str], **kwargs: object) -> None:
     print("+ " + " ".join(cmd), flush=True)
     subprocess.run(cmd, check=True, **kwargs)  # type: ignore[call-overload]
 
 
-def build(out: Path, with_pyspark: bool) -> None:
+def build(out: Path, with_pyspark: bool, python: str) -> None:
     work = ROOT / "build" / "pack"
     wheels, venv = work / "wheels", work / "venv"
     shutil.rmtree(work, ignore_errors=True)
@@ -60,17 +88,20 @@ def build(out: Path, with_pyspark: bool) -> None:
     # build/ keeps compiled objects, so an unchanged extension is not compiled again
     run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(wheels), str(ROOT)])
     (wheel,) = wheels.glob("rbench-*.whl")
-    run([sys.executable, "-m", "venv", str(venv)])
+    run([python, "-m", "venv", str(venv)])
     py = venv / "bin" / "python"
-    run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", str(wheel)])
-    if not with_pyspark:
-        run([str(py), "-m", "pip", "uninstall", "-q", "-y", *DROPPED])
-    # the packed env needs no pip at run time; it is ~10 MB of the archive
+    requirements = [r for r in wheel_requirements(wheel) if with_pyspark or requirement_name(r) not in DROPPED]
+    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    run([*pip, *requirements])
+    run([*pip, "--no-deps", str(wheel)])
+    # the packed env needs no pip at run time, nor the libraries' own test suites and C headers
     run([str(py), "-m", "pip", "uninstall", "-q", "-y", "pip"])
+    prune(venv)
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name("partial-" + out.name)        # venv-pack picks the format from the suffix
     tmp.unlink(missing_ok=True)
     run([sys.executable, "-m", "venv_pack", "-p", str(venv), "-o", str(tmp), "-q"])
+    tmp.chmod(0o644)
     tmp.replace(out)
 
 
@@ -78,16 +109,19 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / "dist" / "rbench-env.tar.gz"))
     parser.add_argument("--with-pyspark", action="store_true", help="keep pyspark and py4j in the archive")
+    parser.add_argument("--python", default=getattr(sys, "_base_executable", sys.executable),
+                        help="interpreter of the packed venv; executors need this same Python at this same path "
+                             "(default: the base interpreter of the one running this script)")
     parser.add_argument("--force", action="store_true", help="rebuild even when the inputs are unchanged")
     args = parser.parse_args(argv)
     out = Path(args.out)
     stamp = out.with_suffix("").with_suffix(".inputs")
-    key = inputs_hash(args.with_pyspark)
+    key = inputs_hash(args.with_pyspark, args.python)
     if not args.force and out.exists() and stamp.exists() and stamp.read_text().strip() == key:
         print(f"{out}: up to date ({out.stat().st_size / 2**20:.0f} MiB)")
         return 0
     t0 = time.monotonic()
-    build(out, args.with_pyspark)
+    build(out, args.with_pyspark, args.python)
     stamp.write_text(key + "\n")
     print(f"{out}: {out.stat().st_size / 2**20:.0f} MiB in {time.monotonic() - t0:.0f} s")
     return 0

@@ -3,6 +3,8 @@
 # pyspark pip package, which ships spark-daemon.sh but not start-master.sh.
 #   scripts/spark-standalone.sh start [PORT] [CORES]   → prints spark://127.0.0.1:PORT
 #   scripts/spark-standalone.sh stop  [PORT]
+# WORKER_PYTHON: the executors' default Python (default: PYTHON), e.g. one without rbench to show
+# that spark-submit --archives dist/rbench-env.tar.gz#env ships everything (docs/cluster.md).
 set -euo pipefail
 ACTION=${1:?start or stop}
 PORT=${2:-7177}
@@ -14,7 +16,7 @@ export SPARK_LOCAL_IP=127.0.0.1
 export SPARK_LOG_DIR=${SPARK_LOG_DIR:-/tmp/rbench-spark-$PORT/logs}
 export SPARK_PID_DIR=${SPARK_PID_DIR:-/tmp/rbench-spark-$PORT/pids}
 export SPARK_WORKER_DIR=${SPARK_WORKER_DIR:-/tmp/rbench-spark-$PORT/work}
-export PYSPARK_PYTHON=$PY
+export PYSPARK_PYTHON=${WORKER_PYTHON:-$PY}
 DAEMON="$SPARK_HOME/sbin/spark-daemon.sh"
 chmod +x "$DAEMON" "$SPARK_HOME"/bin/* "$SPARK_HOME"/sbin/* 2>/dev/null || true
 MASTER_CLASS=org.apache.spark.deploy.master.Master
