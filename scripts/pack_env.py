@@ -2,16 +2,21 @@
 
 Why not pack the development venv: rbench is installed there in editable mode (a path back to
 the checkout), which venv-pack refuses and executors could not follow anyway. So this builds a
-wheel of the checkout (compiled extensions included), installs it into a fresh venv under
-build/, and packs that venv.
+wheel of the checkout (compiled extensions included), installs it into a venv of its own under
+build/pack/, and packs that venv with venv-pack.
 
-pyspark (and py4j) are removed from the packed venv: executors and a cluster-mode driver import
-the pyspark of the cluster's own Spark distribution (spark-submit puts SPARK_HOME/python/lib on
-their PYTHONPATH), which must match the cluster's JVM side anyway; leaving them out saves ~450 MB. They are never installed.
-`--with-pyspark` keeps them (for a driver started from the unpacked archive outside spark-submit).
+pyspark and py4j are never installed in it: executors (and a cluster-mode driver) import the
+pyspark of the cluster's own Spark distribution, which spark-submit puts on their PYTHONPATH and
+which must match the cluster's JVM side anyway; that saves ~450 MB. `--with-pyspark` keeps them.
+The libraries' bundled test suites and C headers are pruned (~65 MB unpacked).
 
-The archive is rebuilt only when its inputs change: a hash of the sources, pyproject.toml,
-setup.py, the Python version and the options is kept next to it (dist/rbench-env.inputs).
+The venv's interpreter is linked, not copied: the nodes need the same Python at the same path
+(`--python`, default the interpreter behind the one running this script; docs/cluster.md).
+
+Rebuilds are incremental: the archive is reused while a hash of its inputs (sources,
+pyproject.toml, setup.py, conf/costs.yaml, options) is unchanged (dist/rbench-env.inputs), and
+the dependencies' venv is reused while the requirements are, so a source change costs a wheel
+build and a re-pack.
 
     python scripts/pack_env.py [--out dist/rbench-env.tar.gz] [--python /usr/bin/python3.11] [--with-pyspark] [--force]
 """
@@ -81,22 +86,26 @@ def run(cmd: list[str], **kwargs: object) -> None:
 
 def build(out: Path, with_pyspark: bool, python: str) -> None:
     work = ROOT / "build" / "pack"
-    wheels, venv = work / "wheels", work / "venv"
-    shutil.rmtree(work, ignore_errors=True)
+    wheels, venv, deps_stamp = work / "wheels", work / "venv", work / "venv.deps"
+    shutil.rmtree(wheels, ignore_errors=True)
     wheels.mkdir(parents=True)
     # the build environment is the current one (it has Cython): no isolated re-download, and
     # build/ keeps compiled objects, so an unchanged extension is not compiled again
     run([sys.executable, "-m", "pip", "wheel", "-q", "--no-build-isolation", "--no-deps", "-w", str(wheels), str(ROOT)])
     (wheel,) = wheels.glob("rbench-*.whl")
-    run([python, "-m", "venv", str(venv)])
-    py = venv / "bin" / "python"
-    requirements = [r for r in wheel_requirements(wheel) if with_pyspark or requirement_name(r) not in DROPPED]
-    pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    run([*pip, *requirements])
-    run([*pip, "--no-deps", str(wheel)])
-    # the packed env needs no pip at run time, nor the libraries' own test suites and C headers
-    run([str(py), "-m", "pip", "uninstall", "-q", "-y", "pip"])
-    prune(venv)
+    requirements = sorted(r for r in wheel_requirements(wheel) if with_pyspark or requirement_name(r) not in DROPPED)
+    # this script's pip installs into the packed venv (pip --python), so the venv needs no pip of its own
+    pip = [sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", "--disable-pip-version-check"]
+    deps_key = "\n".join([python, *requirements])
+    if not (venv.exists() and deps_stamp.exists() and deps_stamp.read_text() == deps_key):
+        # dependencies changed (or first build): a new venv; otherwise only rbench is replaced below
+        shutil.rmtree(venv, ignore_errors=True)
+        deps_stamp.unlink(missing_ok=True)
+        run([python, "-m", "venv", "--without-pip", str(venv)])
+        run([*pip, *requirements])
+        prune(venv)                                  # the libraries' own test suites and C headers
+        deps_stamp.write_text(deps_key)
+    run([*pip, "--no-deps", "--force-reinstall", str(wheel)])
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name("partial-" + out.name)        # venv-pack picks the format from the suffix
     tmp.unlink(missing_ok=True)
