@@ -18,6 +18,7 @@ import tarfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyspark
 import pytest
 
 from tests.runhelpers import keys, read, run_json, workload_dict
@@ -46,18 +47,19 @@ def archive() -> Path:
 def bare_standalone() -> Iterator[str]:
     if not Path(BARE_PYTHON).exists():
         pytest.skip(f"{BARE_PYTHON} (a Python without rbench for the executors) is not installed")
-    check = subprocess.run([BARE_PYTHON, "-c", "import rbench"], capture_output=True, env=_clean_env())
+    check = subprocess.run([BARE_PYTHON, "-c", "import rbench"], capture_output=True, env=_clean_env(), cwd="/")
     assert check.returncode != 0, f"{BARE_PYTHON} can import rbench: it cannot stand for executors without it"
     script = ROOT / "scripts" / "spark-standalone.sh"
-    env = _clean_env(PYTHON=sys.executable, WORKER_PYTHON=BARE_PYTHON, SPARK_LOG_DIR=f"/tmp/rbench-spark-{PORT}/logs")
-    started = subprocess.run(["bash", str(script), "start", PORT, "2"], capture_output=True, text=True, env=env, timeout=120)
-    assert started.returncode == 0, started.stderr
+    env = _clean_env(PYTHON=sys.executable, WORKER_PYTHON=BARE_PYTHON, SPARK_START_TIMEOUT="180")
     try:
+        started = subprocess.run(["bash", str(script), "start", PORT, "2"], capture_output=True, text=True, env=env, timeout=240)
+        assert started.returncode == 0, started.stderr
         yield started.stdout.strip()
-    finally:
+    finally:                        # also after a failed start: the JVMs may come up late
         subprocess.run(["bash", str(script), "stop", PORT], capture_output=True, env=env, timeout=60)
 
 
+@pytest.mark.timeout(900)          # a cold archive build (~4 min on 2 busy cores) plus the run
 def test_packed_env_runs_on_executors_without_rbench(archive: Path, bare_standalone: str, amqp_url: str, unique_name: str,
                                                       tmp_path: Path) -> None:
     driver_env = tmp_path / "driver-env"            # not where the venv was built: relocation is exercised
@@ -70,11 +72,13 @@ def test_packed_env_runs_on_executors_without_rbench(archive: Path, bare_standal
     workload = tmp_path / "w.yaml"
     workload.write_text(json.dumps(workload_dict(amqp_url, unique_name, rate=200, duration=3, exchange={"name": ""})))
     spark_submit = Path(sys.executable).parent / "spark-submit"
-    env = _clean_env(PYSPARK_DRIVER_PYTHON=str(driver_env / "bin" / "python"), PYSPARK_PYTHON="./env/bin/python")
+    env = _clean_env(PYSPARK_DRIVER_PYTHON=str(driver_env / "bin" / "python"), PYSPARK_PYTHON="./env/bin/python",
+                     SPARK_HOME=str(Path(pyspark.__file__).parent))   # the Spark installation: the dev venv's pip package
     proc = subprocess.run([str(spark_submit), "--master", bare_standalone, "--conf", "spark.driver.host=127.0.0.1",
                            "--archives", f"{archive}#env", "--conf", "spark.pyspark.python=./env/bin/python",
+                           "--conf", f"spark.pyspark.driver.python={driver_env / 'bin' / 'python'}",
                            str(ROOT / "jobs" / "run.py"), str(workload), "--out", str(tmp_path / "out")],
-                          capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
+                          capture_output=True, text=True, env=env, timeout=600, cwd=tmp_path)
     assert proc.returncode == 0, proc.stdout[-1500:] + proc.stderr[-3000:]
     (run_dir,) = (tmp_path / "out").iterdir()
     info = run_json(run_dir)
