@@ -37,9 +37,11 @@ COPY jobs /opt/rbench/jobs
 COPY conf /opt/rbench/conf
 COPY scripts/docker-entrypoint.sh /opt/rbench/entrypoint.sh
 # Spark on Kubernetes starts executors (and operator-made drivers) as `IMAGE executor|driver ...`
-RUN useradd --uid 185 --home-dir /opt/rbench --no-create-home spark \
+# uid and gid 185 in every pod: the chart's fsGroup 185 makes the results claim writable to all
+RUN groupadd --gid 185 spark \
+ && useradd --uid 185 --gid 185 --home-dir /opt/rbench --no-create-home spark \
  && mkdir -p /results && chown spark /results
-USER 185
+USER 185:185
 WORKDIR /opt/rbench
 ENTRYPOINT ["/usr/bin/tini", "--", "/opt/rbench/entrypoint.sh"]
 CMD ["rbench", "--help"]

@@ -1,12 +1,19 @@
 """`rbench nightly` (what the chart's job runs): run, reduce, history, regress, upload, in one process.
 
-Upload targets tested here: a local directory through a file:// URI, and pyarrow's in-memory
-mock:// filesystem (a non-local pyarrow filesystem, read back in-process). Object stores proper
-(s3://, gs://, abfs://) go through the same pyarrow.fs.copy_files call but are not reachable here.
+Upload targets tested here: a local directory through a file:// URI; s3:// against an
+S3-compatible server on loopback (moto's server, in the test extra), through pyarrow's own S3
+client; and pyarrow's in-memory mock:// filesystem. gs://, abfs:// and hdfs:// go through the
+same pyarrow.fs.copy_files call but no such store is reachable here.
 """
 from __future__ import annotations
 
 import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -68,3 +75,62 @@ def test_bad_upload_uri_fails_before_any_load(tmp_path: Path, capsys: pytest.Cap
     assert err.startswith("rbench nightly: --upload: nosuch://user:***@bucket/x is not a filesystem URI")
     assert "pw@" not in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "h").exists() and not (tmp_path / "results").exists()
+
+
+@pytest.fixture()
+def s3_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """An S3-compatible server on 127.0.0.1 (moto_server); yields its host:port."""
+    exe = shutil.which("moto_server") or str(Path(sys.executable).parent / "moto_server")
+    if not Path(exe).exists():
+        pytest.skip("moto_server (pip install 'moto[server]', in the test extra) is not installed")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and proc.poll() is None, "moto_server did not start"
+                time.sleep(0.2)
+        for key, value in {"AWS_ACCESS_KEY_ID": "rbench-test", "AWS_SECRET_ACCESS_KEY": "s3-secret-value",
+                           "AWS_DEFAULT_REGION": "us-east-1"}.items():
+            monkeypatch.setenv(key, value)            # how the chart's objectStore Secret reaches the driver
+        yield f"127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+
+def test_upload_to_s3(s3_server: str, tmp_path: Path) -> None:
+    from rbench.nightly.upload import upload_dirs
+
+    fs = pafs.S3FileSystem(endpoint_override=s3_server, scheme="http", region="us-east-1", allow_bucket_creation=True)
+    fs.create_dir("capacity")
+    run = tmp_path / "run-7"
+    (run / "published" / "c1").mkdir(parents=True)
+    (run / "published" / "c1" / "part-0.parquet").write_bytes(b"PAR1" + bytes(range(256)) + b"PAR1")
+    (run / "run.json").write_text('{"status": "complete"}')
+    uri = f"s3://capacity/rbench?endpoint_override={s3_server}&scheme=http&region=us-east-1"
+    (done,) = upload_dirs({"runs/run-7": run}, uri)
+    assert done.files == 2
+    got = {i.path: i.size for i in fs.get_file_info(pafs.FileSelector("capacity/rbench", recursive=True)) if i.type == pafs.FileType.File}
+    assert got == {"capacity/rbench/runs/run-7/run.json": 22, "capacity/rbench/runs/run-7/published/c1/part-0.parquet": 264}
+    with fs.open_input_stream("capacity/rbench/runs/run-7/published/c1/part-0.parquet") as f:
+        assert f.read() == (run / "published" / "c1" / "part-0.parquet").read_bytes()
+
+
+def test_upload_to_a_missing_bucket_is_one_line(s3_server: str, tmp_path: Path) -> None:
+    from rbench.errors import SinkError
+    from rbench.nightly.upload import upload_dirs
+
+    (tmp_path / "r").mkdir()
+    (tmp_path / "r" / "run.json").write_text("{}")
+    with pytest.raises(SinkError) as caught:
+        upload_dirs({"runs/r": tmp_path / "r"}, f"s3://no-such-bucket/x?endpoint_override={s3_server}&scheme=http")
+    text = str(caught.value)
+    assert text.startswith("--upload: copying") and "no-such-bucket" in text and "\n" not in text
+    assert "s3-secret-value" not in text
