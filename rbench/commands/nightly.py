@@ -38,6 +38,9 @@ def run(args: argparse.Namespace) -> int:
     from rbench.history.store import history_dir
     from rbench.nightly.job import run_and_reduce
 
+    if args.no_reduce:
+        from rbench.errors import ConfigError
+        raise ConfigError("--no-reduce: the nightly job always reduces (the history is filled from the reduce)")
     workload = load_workload(args.workload)
     history = history_dir(args.history)          # fail before any load is sent
     if args.upload:
