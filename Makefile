@@ -8,7 +8,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 WORKLOAD ?= conf/workloads/quickstart.yaml
 
-.PHONY: run test lint unit prometheus dashboards bench bench-runtime bench-codec bench-amqp091 bench-amqp10 bench-streams bench-reduce bench-regress broker build venv clean
+.PHONY: run test lint unit dist chart-test prometheus dashboards bench bench-runtime bench-codec bench-amqp091 bench-amqp10 bench-streams bench-reduce bench-regress broker build venv clean
 
 # Virtualenv with rbench installed editable (test and benchmark extras included).
 $(VENV)/.installed: pyproject.toml setup.py
@@ -36,6 +36,15 @@ test: build broker prometheus lint
 lint: build
 	$(VENV)/bin/ruff check rbench tests bench jobs
 	$(VENV)/bin/mypy
+
+# Relocatable environment for spark-submit --archives dist/rbench-env.tar.gz#env (docs/cluster.md);
+# rebuilt only when rbench's sources change.
+dist: build
+	$(PY) scripts/pack_env.py
+
+# helm/rbench rendered and validated offline (also part of `make test`).
+chart-test: venv
+	$(PY) -m pytest -q tests/chart
 
 # Prometheus server, promtool and Pushgateway (Debian packages) for tests/spark/test_prometheus_run.py.
 prometheus:

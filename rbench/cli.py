@@ -39,6 +39,7 @@ COMMANDS: dict[str, str] = {
     "history": "history",
     "regress": "regress",
     "scalability": "scalability",
+    "nightly": "nightly",
 }
 
 

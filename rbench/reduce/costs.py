@@ -6,6 +6,7 @@ names the cluster and field, because a silent zero would make a cluster look fre
 """
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,7 +15,10 @@ import yaml
 
 from rbench.errors import ConfigError
 
-DEFAULT_COSTS = Path(__file__).resolve().parents[2] / "conf" / "costs.yaml"
+_CHECKOUT_COSTS = Path(__file__).resolve().parents[2] / "conf" / "costs.yaml"
+# installed from a wheel (a packed env, the container image) there is no checkout: the wheel
+# carries the same file as data under <prefix>/share/rbench (pyproject's data-files)
+DEFAULT_COSTS = _CHECKOUT_COSTS if _CHECKOUT_COSTS.exists() else Path(sys.prefix) / "share" / "rbench" / "conf" / "costs.yaml"
 
 
 @dataclass(frozen=True)
