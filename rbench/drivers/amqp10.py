@@ -25,9 +25,9 @@ import ssl
 from typing import Any
 from urllib.parse import quote
 
-from rbench.drivers._amqp10_link import Receiver, Sender
 from rbench.codec.amqp10 import Described, UByte, UInt, ULong
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
+from rbench.drivers._amqp10_link import Receiver, Sender
 from rbench.drivers.amqp10_protocol import FLUSH_BYTES, SOURCE, TARGET, Amqp10Uri, Connection, Session
 from rbench.drivers.base import OnMessage, PublishSink
 from rbench.drivers.connect import first_that_answers

@@ -286,8 +286,8 @@ async def _receive(opts: QuiverOptions, queue: str, out: Any, ready: Any, expect
                    side: Side) -> tuple[bytes, ...]:
     import numpy as np
 
-    from rbench.drivers._amqp10_link import LatencyTap
     from rbench.config.types import ClusterTarget, ConsumerSpec
+    from rbench.drivers._amqp10_link import LatencyTap
     from rbench.drivers.amqp10 import Amqp10Driver
 
     driver = Amqp10Driver()

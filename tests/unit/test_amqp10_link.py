@@ -10,8 +10,8 @@ import struct
 
 import pytest
 
-from rbench.drivers._amqp10_link import FrameReader, LatencyTap, Receiver, Sender
 from rbench.codec.amqp10 import Described, decode_message, decode_value_at
+from rbench.drivers._amqp10_link import FrameReader, LatencyTap, Receiver, Sender
 from rbench.errors import CodecError
 from rbench.runtime.stamp import read_stamp
 
