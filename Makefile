@@ -50,9 +50,10 @@ chart-test: venv
 prometheus:
 	@bash scripts/ensure-prometheus.sh
 
-# Regenerate the Grafana dashboard JSON from rbench/live/dashboard.py.
+# Regenerate the Grafana dashboard JSON from rbench/live/dashboard.py (and the Helm chart's copy).
 dashboards: venv
 	$(PY) -m rbench.live.dashboard dashboards/rbench-run.json
+	cp dashboards/rbench-run.json helm/rbench/dashboards/rbench-run.json
 
 unit: build
 	$(PY) -m pytest -q tests/unit

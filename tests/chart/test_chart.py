@@ -10,6 +10,7 @@ and the program cannot drift apart. Bad values must fail with a message naming t
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -126,6 +127,7 @@ def test_expected_objects(rendered: tuple[str, dict[str, Any], list[dict[str, An
     expected += ["ConfigMap"] * ((not values["workload"]["existingConfigMap"]) + bool(values["prices"]))
     expected += ["PersistentVolumeClaim"] if not values["results"]["pvc"]["existingClaim"] else []
     expected += ["PodMonitor"] if values["metrics"]["enabled"] and values["metrics"]["mode"] == "podMonitor" else []
+    expected += ["ConfigMap"] if values["metrics"]["grafanaDashboard"]["enabled"] else []
     assert kinds == sorted(expected), name
     names = [(d["kind"], d["metadata"]["name"]) for d in docs]
     assert len(set(names)) == len(names)
@@ -367,3 +369,15 @@ def test_chart_lints_and_every_value_is_described() -> None:
 def test_renderer_is_the_pinned_helm() -> None:
     """Rendering output depends on Helm's version: the test extra pins helm-python-sdk (Helm v4)."""
     assert helm.helm_sdk_version().startswith("v4."), helm.helm_sdk_version()
+
+
+def test_the_chart_ships_the_committed_dashboard() -> None:
+    """The dashboard ConfigMap carries dashboards/rbench-run.json byte for byte (`make dashboards` writes both)."""
+    docs = render(merged({}))
+    (cm,) = [d for d in by_kind(docs, "ConfigMap") if d["metadata"]["name"].endswith("-dashboard")]
+    assert cm["metadata"]["labels"]["grafana_dashboard"] == "1"
+    committed = (ROOT / "dashboards" / "rbench-run.json").read_text()
+    assert json.loads(cm["data"]["rbench-run.json"]) == json.loads(committed)
+    assert (CHART / "dashboards" / "rbench-run.json").read_text() == committed
+    off = render(merged({"metrics": {"grafanaDashboard": {"enabled": False}}}))
+    assert not [d for d in by_kind(off, "ConfigMap") if d["metadata"]["name"].endswith("-dashboard")]
