@@ -36,7 +36,8 @@ from rbench.config.model import BrokerMetrics
 from rbench.config.types import ClusterTarget
 from rbench.samples import broker as bs
 
-HTTP_TIMEOUT_S = 2.0
+HTTP_TIMEOUT_S = 5.0            # a busy broker (or a loaded coordinator) answers slowly: a gap, not an error
+FIRST_TIMEOUT_S = 10.0          # the first sample decides whether a source is reachable at all
 FLUSH_EVERY_S = 60.0
 _LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
@@ -96,7 +97,9 @@ def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
 
 
 def _split_labels(body: str) -> list[str]:
-    items, cur, quoted = [], [], False
+    items: list[str] = []
+    cur: list[str] = []
+    quoted = False
     for ch in body:
         if ch == '"':
             quoted = not quoted
@@ -180,6 +183,7 @@ class BrokerSampler:
         self._thread: threading.Thread | None = None
         self._latest_depth: tuple[int, int] | None = None      # (t_ns, ready + unacked over the workload's queues)
         self._driver: Any = None
+        self._timeout = FIRST_TIMEOUT_S
 
     # ---- the public face -------------------------------------------------------------------
     def start(self) -> BrokerSampler:
@@ -191,7 +195,7 @@ class BrokerSampler:
         """Stop sampling, write what is left; returns what run.json records."""
         self._stop.set()
         if self._thread is not None:
-            self._thread.join(max(10.0, 3 * HTTP_TIMEOUT_S))
+            self._thread.join(3 * FIRST_TIMEOUT_S)
         self._flush()
         return self.summary()
 
@@ -224,6 +228,7 @@ class BrokerSampler:
                 if first:
                     self._warn_unreachable()
                     first = False
+                    self._timeout = HTTP_TIMEOUT_S
                 if time.monotonic() - last_flush >= FLUSH_EVERY_S:
                     self._flush()
                     last_flush = time.monotonic()
@@ -293,7 +298,7 @@ class BrokerSampler:
 
     def _get(self, url: str, auth: bool) -> bytes:
         req = urllib.request.Request(url, headers={"Authorization": self._auth} if auth else {})
-        with urllib.request.urlopen(req, timeout=HTTP_TIMEOUT_S) as resp:
+        with urllib.request.urlopen(req, timeout=self._timeout) as resp:
             body: bytes = resp.read()
             return body
 

@@ -33,11 +33,20 @@ def _best(df: DataFrame, order: list[Any]) -> DataFrame:
     return df.withColumn("_rn", F.row_number().over(w)).where("_rn = 1").drop("_rn")
 
 
+BROKER_COLS = ("broker_cpu_us_per_msg", "broker_mem_peak_mb")
+
+
+def _broker_cols(steps: DataFrame) -> list[str]:
+    """The broker's figures of the step (rbench.reduce.broker), when the reduce added them."""
+    return [c for c in BROKER_COLS if c in steps.columns]
+
+
 def top_throughput(steps: DataFrame) -> DataFrame:
     """Per cluster, the step with the highest achieved consume rate (ties: lower p99)."""
     s = steps.where(F.col("consume_rate").isNotNull())
     best = _best(s, [F.desc("consume_rate"), F.asc_nulls_last("e2e_p99_ms"), "run_id", "step"])
-    return (best.select("cluster", "run_id", "step", "target_rate", "consume_rate", "publish_rate", "e2e_p99_ms", "matched")
+    return (best.select("cluster", "run_id", "step", "target_rate", "consume_rate", "publish_rate", "e2e_p99_ms", "matched",
+                        *_broker_cols(steps))
             .orderBy(F.desc("consume_rate")))
 
 
@@ -45,7 +54,7 @@ def highest_matched(steps: DataFrame) -> DataFrame:
     """Per cluster, the matched step with the highest target rate (clusters with none are absent)."""
     s = steps.where("matched")
     best = _best(s, [F.desc("target_rate"), F.desc("consume_rate"), "run_id", "step"])
-    return (best.select("cluster", "run_id", "step", "target_rate", "consume_rate", "e2e_p99_ms")
+    return (best.select("cluster", "run_id", "step", "target_rate", "consume_rate", "e2e_p99_ms", *_broker_cols(steps))
             .orderBy(F.desc("target_rate"), F.desc("consume_rate")))
 
 
