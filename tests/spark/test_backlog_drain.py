@@ -54,18 +54,18 @@ def test_small_backlog_builds_drains_and_every_copy_arrives(spark: Any, amqp_url
     samples = read_broker(result.run_dir, "local")
     per_queue = {(s, q) for s, q in zip(samples["source"].to_pylist(), samples["queue"].to_pylist()) if q is not None}
     assert {q for s, q in per_queue if s == "management"} == {f"{unique_name}-{i}" for i in (1, 2, 3)}
-    assert cluster["pause"]["phases"][2]["backlog"] >= 1800            # resumed on the broker's depth
+    assert cluster["pause"]["phases"][2]["backlog"] >= 1350            # resumed on the broker's depth
 
     res = reduce_runs([result.run_dir], session=spark)
     (step,) = res.steps
-    published = read(result.run_dir, "published").num_rows
-    assert step["expected"] == 3 * published                          # fan-out: one copy per bound queue
-    assert step["lost"] == 0 and step["duplicated"] == 0 and step["consumed_unique"] == 3 * published
+    assert step["published"] > 0.95 * read(result.run_dir, "published").num_rows
+    assert step["expected"] == 3 * step["published"]                  # fan-out: one copy per bound queue
+    assert step["lost"] == 0 and step["duplicated"] == 0 and step["consumed_unique"] == step["expected"], res.phases
     assert step["broker_cpu_us_per_msg"] > 0 and step["broker_mem_peak_mb"] > 0
 
     phases = {p["phase"]: p for p in res.phases}
     build, drain = phases["build-up"], phases["drain"]
-    assert build["peak_backlog"] >= 1800 and build["buildup_rate"] > 0 and build["buildup_rate_client"] > 0
+    assert build["peak_backlog"] >= 1350 and build["buildup_rate"] > 0 and build["buildup_rate_client"] > 0
     # the client's own count says when the queues drained; the broker's depth samples agree within one interval
     assert drain["drain_s"] is not None and drain["drain_s_client"] is not None
     assert abs(drain["drain_s"] - drain["drain_s_client"]) <= w.broker_metrics.interval
@@ -74,12 +74,12 @@ def test_small_backlog_builds_drains_and_every_copy_arrives(spark: Any, amqp_url
 
     # the report shows depth, memory and CPU on the client's time axis
     broker = pq.read_table(res.out_dir / "broker_timeline.parquet").to_pylist()
-    assert max(r["depth"] for r in broker if r["depth"] is not None) >= 1800
+    assert max(r["depth"] for r in broker if r["depth"] is not None) >= 1350
     assert all(r["memory_bytes"] for r in broker) and any(r["cpu_cores"] for r in broker)
     seconds = [r["second"] for r in broker]
     assert min(seconds) < 1 and max(seconds) > drain["start_s"]       # same axis as timeline.parquet (s since t0)
     html = (res.out_dir / "report.html").read_text()
-    assert "The broker&#x27;s side" in html and "Backlog phases" in html and (res.out_dir / "broker.png").is_file()
+    assert "The broker's side" in html and "Backlog phases" in html and (res.out_dir / "broker.png").is_file()
     assert (res.out_dir / "phases.csv").read_text().count("\n") == 4
 
 
