@@ -43,6 +43,7 @@ _AMQP091_ONLY = (
     ("consumer.arguments", lambda w: bool(w.consumer.arguments)),
     ("consumer.tx_size", lambda w: w.consumer.tx_size > 0),
     ("consumer.exit_when: empty", lambda w: w.consumer.exit_when == "empty"),
+    ("consumer.pause", lambda w: w.consumer.pause is not None),
 )
 
 
@@ -60,6 +61,11 @@ def check_supported(workload: Workload) -> None:
         raise ConfigError("consumer.auto_ack: rate, nack and tx_size need acknowledgements; turn auto_ack off")
     if workload.publisher.json_body and workload.publisher.body_files:
         raise ConfigError("publisher.json_body: give json_body or body_files, not both")
+    if workload.consumer.pause is not None and workload.queues.auto_delete:
+        raise ConfigError("consumer.pause: a paused consumer cancels its subscription, which deletes an auto-delete "
+                          "queue; set queues.auto_delete: false")
+    if workload.consumer.pause is not None and workload.consumer.auto_ack:
+        raise ConfigError("consumer.pause: auto_ack consumers cannot hold messages back; turn auto_ack off")
     if workload.variable_size and (workload.publisher.json_body or workload.publisher.body_files):
         raise ConfigError("variable_size: file and JSON bodies have their own sizes; drop variable_size")
 
@@ -145,6 +151,7 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
                 raise ConfigError(f"consumer.exit_when: Spark task {t} has producers but no consumers, so it would "
                                   "never end; give every queue a consumer")
     steps = step_windows(workload)
+    routes = expected_queues(workload)
     plans = []
     for t in range(n_tasks):
         own = tuple(d for d in decls if queue_task[d.name] == t) if not q.predeclared else ()
@@ -162,8 +169,49 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
             metrics_port=workload.metrics_port, seed=zlib.crc32(f"{run_id}/{cluster}/{t}".encode()),
             bodies=bodies, variable_size=tuple((s.size, s.duration) for s in workload.variable_size or ()),
             consumer_start_delay_s=workload.consumer.start_delay,
-            consumer_start_interval_s=workload.consumer.start_interval, exit_when=workload.consumer.exit_when))
+            consumer_start_interval_s=workload.consumer.start_interval, exit_when=workload.consumer.exit_when,
+            routes=tuple((s.producer_id, tuple(routes[s.producer_id])) for s in pubs[t]) if routes else ()))
     return plans
+
+
+def _topic_match(pattern: list[str], words: list[str]) -> bool:
+    """AMQP topic matching: ``*`` is exactly one word, ``#`` zero or more."""
+    if not pattern:
+        return not words
+    head, rest = pattern[0], pattern[1:]
+    if head == "#":
+        return any(_topic_match(rest, words[i:]) for i in range(len(words) + 1))
+    return bool(words) and (head == "*" or head == words[0]) and _topic_match(rest, words[1:])
+
+
+def expected_queues(workload: Workload) -> dict[int, list[str]] | None:
+    """Which of the workload's queues each producer's messages are routed to (fan-out: several), or None
+    when rbench cannot know (random routing keys, predeclared or unbound queues, exchange types whose
+    routing depends on more than the key). The reduce expects each message once per queue listed here."""
+    queue_names = workload.queues.names(workload.name)
+    q, ex = workload.queues, workload.exchange
+    direct_to_queue = q.type == "stream" or ex.name == ""
+
+    def key(queue: str) -> str:
+        return queue if direct_to_queue or workload.routing_key is None else workload.routing_key
+
+    out: dict[int, list[str]] = {}
+    for i in range(workload.producers):
+        own = queue_names[i % len(queue_names)]
+        if direct_to_queue:
+            out[i] = [own]
+            continue
+        if workload.publisher.random_routing_key or q.predeclared or not q.bind:
+            return None
+        if ex.type == "fanout":
+            out[i] = list(queue_names)
+        elif ex.type == "direct":
+            out[i] = [n for n in queue_names if key(n) == key(own)]
+        elif ex.type == "topic":
+            out[i] = [n for n in queue_names if _topic_match(key(n).split("."), key(own).split("."))]
+        else:
+            return None
+    return out
 
 
 def plan_run(workload: Workload, run_id: str, out_dir: str, tasks: dict[str, int],

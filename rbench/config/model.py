@@ -165,6 +165,24 @@ class Schedule(_Model):
                     "(bursts of N producers, for burst tests; rbench before 0.2).")
 
 
+class Pause(_Model):
+    """Stop every consumer at a point of the run and resume later: the backlog build-up and drain scenario."""
+
+    at: Seconds = Field(ge=0, description="Pause this long after the load starts (t0).")
+    until_backlog: int | None = Field(default=None, gt=0,
+                                      description="Resume once the workload's queues hold this many messages in all "
+                                                  "(broker depth; client counts when the broker cannot be read).")
+    for_: Seconds | None = Field(default=None, alias="for", gt=0, description="Resume after this long.")
+    drained_below: int = Field(default=0, ge=0,
+                               description="A queue set counts as drained once its depth is at most this many messages.")
+
+    @model_validator(mode="after")
+    def _one_trigger(self) -> Pause:
+        if (self.until_backlog is None) == (self.for_ is None):
+            raise ValueError("give exactly one of until_backlog or for")
+        return self
+
+
 class Consumer(_Model):
     prefetch: int = Field(default=0, ge=0, le=MAX_PREFETCH, description="basic.qos prefetch count (stream: credit); 0 = unlimited.")
     auto_ack: bool = False
@@ -183,6 +201,7 @@ class Consumer(_Model):
     start_interval: Seconds = Field(default=0.0, description="Within a task, consumers start this far apart (PerfTest -S: 1 s).")
     exit_when: Literal["never", "empty", "idle"] = Field(
         default="never", description="A consumer stops when its queue is empty or after 1 s without a message; the run ends when all have (PerfTest -ew).")
+    pause: Pause | None = Field(default=None, description="Stop consuming at a point of the run, resume on a backlog or after a time (docs/broker.md).")
 
     @field_validator("offset")
     @classmethod
@@ -229,6 +248,18 @@ class Progress(_Model):
     latency_unit: Literal["us", "ms"] = Field(default="us", description="Latency unit of PerfTest-format lines and the CSV (PerfTest -ms: ms).")
 
 
+class BrokerMetrics(_Model):
+    """What the coordinator samples on each cluster's broker while its stage runs (docs/broker.md)."""
+
+    enabled: bool = Field(default=True, description="Sample the broker at all.")
+    interval: Seconds = Field(default=1.0, ge=0.2, description="Seconds between samples.")
+    source: Literal["management", "prometheus", "both"] = Field(
+        default="both", description="management (HTTP API, port 15672), prometheus (port 15692) or both.")
+    management_port: int = Field(default=15672, gt=0, lt=65536)
+    prometheus_port: int = Field(default=15692, gt=0, lt=65536)
+    management_scheme: Literal["http", "https"] = "http"
+
+
 class Workload(_Model):
     """A whole run: where, how much, for how long."""
 
@@ -240,6 +271,8 @@ class Workload(_Model):
     clusters: list[Cluster] = Field(min_length=1)
     producers: int = Field(default=1, ge=0, le=MAX_COUNT)
     consumers: int = Field(default=1, ge=0, le=MAX_COUNT)
+    consumers_per_queue: int | None = Field(default=None, ge=1, le=MAX_COUNT,
+                                            description="N consumers on each of the queues; sets consumers to N x queues.")
     rate: float | None = Field(default=None, description="msg/s per producer; null = unlimited (PerfTest -r).")
     rate_steps: list[RateStep] | None = Field(default=None, description="Increasing-intensity steps; overrides rate and duration.")
     variable_rate: list[RateStep] | None = Field(default=None, description="PerfTest VALUE:SECONDS, cycled until duration ends.")
@@ -260,6 +293,7 @@ class Workload(_Model):
     variable_size: list[SizeStep] | None = Field(default=None, description="Body sizes cycled over time, each held for its duration (PerfTest -vs).")
     startup_timeout: Seconds = Field(default=0.0, description="Keep retrying a broker that refuses connections this long before failing (PerfTest --servers-startup-timeout).")
     progress: Progress = Field(default_factory=Progress)
+    broker_metrics: BrokerMetrics = Field(default_factory=BrokerMetrics)
 
     @field_validator("rate")
     @classmethod
@@ -270,6 +304,12 @@ class Workload(_Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> Workload:
+        if self.consumers_per_queue is not None:
+            total = self.consumers_per_queue * len(self.queues.names(self.name))
+            if "consumers" in self.model_fields_set and self.consumers != total:
+                raise ValueError(f"consumers: {self.consumers} conflicts with consumers_per_queue "
+                                 f"({self.consumers_per_queue} x {total // self.consumers_per_queue} queues = {total}); give one")
+            object.__setattr__(self, "consumers", total)     # frozen model: set once, while validating
         names = [c.name for c in self.clusters]
         if len(set(names)) != len(names):
             raise ValueError("clusters: expected unique cluster names")

@@ -136,6 +136,7 @@ class TaskPlan:
     consumer_start_delay_s: float = 0.0                 # consumers subscribe this long after t0
     consumer_start_interval_s: float = 0.0              # and this far apart within the task
     exit_when: str = "never"                            # never | empty | idle (see Consumer.exit_when)
+    routes: tuple[tuple[int, tuple[str, ...]], ...] = ()  # producer → queues its messages reach (fan-out); () = unknown
 
     @property
     def end_offset_s(self) -> float:

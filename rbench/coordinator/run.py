@@ -25,7 +25,7 @@ from rbench.drivers.base import load_driver
 from rbench.errors import BrokerError, ConfigError, ConnectError, RbenchError
 from rbench.live.control import ControlServer
 from rbench.perftest.lines import CsvWriter, PerfTestOutput
-from rbench.plan import check_supported, cluster_target, default_task_count, plan_run
+from rbench.plan import check_supported, cluster_target, default_task_count, expected_queues, plan_run
 from rbench.samples.runinfo import STOPPED_BY_COUNT, STOPPED_BY_INTERRUPT, STOPPED_BY_SCHEDULE, RunInfo, new_run_id
 
 PROBE_TIMEOUT_S = 10.0
@@ -122,6 +122,34 @@ def _load_end(results: list[dict[str, Any]]) -> tuple[int | None, str]:
     return (max(ends) if ends else None), reason
 
 
+class _Watchers:
+    """What runs on the coordinator beside a cluster's stage: the broker sampler and the consumer pause."""
+
+    def __init__(self, workload: Workload, run_dir: Path, run_id: str, target: Any, control: ControlServer,
+                 routes: dict[int, list[str]] | None, steps: int, out: TextIO) -> None:
+        from rbench.coordinator.broker import BrokerSampler
+        from rbench.coordinator.pause import PauseController
+
+        self.sampler: BrokerSampler | None = None
+        self.pauser: PauseController | None = None
+        if workload.broker_metrics.enabled:
+            self.sampler = BrokerSampler(run_dir, run_id, target, workload.queues.names(workload.name),
+                                         workload.broker_metrics, out).start()
+        if workload.consumer.pause is not None:
+            copies = (sum(len(q) for q in routes.values()) / len(routes)) if routes else 1.0
+            self.pauser = PauseController(target.name, workload.consumer.pause, control, self.sampler, copies,
+                                          steps, out).start()
+
+    def stop(self) -> dict[str, Any]:
+        """Stop both; what run.json records for the cluster (broker_metrics, pause)."""
+        out: dict[str, Any] = {}
+        if self.pauser is not None:
+            out["pause"] = self.pauser.stop()
+        if self.sampler is not None:
+            out["broker_metrics"] = self.sampler.stop()
+        return out
+
+
 class _Interrupts:
     """First Ctrl-C/SIGTERM: ask tasks to stop and flush; second: cancel the Spark job."""
 
@@ -185,6 +213,9 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
         control.close()
         raise
     info = RunInfo(run_dir, plan, workload.model_dump(mode="json", by_alias=True), workload_hash(workload))
+    routes = expected_queues(workload)
+    # the reduce expects each message once per queue its producer's messages are routed to (fan-out)
+    info.data["routes"] = None if routes is None else {str(p): qs for p, qs in routes.items()}
     interrupts = _Interrupts(control, session, out, info)
     interrupts.install()              # before run.json exists: from then on every interrupt reaches the tasks
     info.write()
@@ -220,11 +251,14 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
             if progress or printer.csv is not None:
                 printer.start(cluster.name)
             control.expect_tasks(cluster.name, len(cluster.tasks))
+            watchers = _Watchers(workload, run_dir, run_id, cluster.target, control, routes, len(plan.steps), out)
             try:
                 results = spark.submit_barrier_stage(session, list(cluster.tasks))
             except RbenchError:
                 c["status"] = "failed"
                 raise
+            finally:
+                c.update(watchers.stop())
             c["task_results"] = results
             _mark_task_instants(timings, cluster.name, control.board.first_seen.get(cluster.name), results)
             c["metrics_endpoints"] = sorted(v for (name, _), v in control.board.metrics_endpoints.items() if name == cluster.name)

@@ -320,6 +320,23 @@ class Amqp091Consumer:
                                (K.BASIC_CONSUME_OK,), f"consume from {spec.queue!r}")
         self._tag = args[0]
 
+    async def pause(self) -> None:
+        """Stop deliveries (basic.cancel); messages already delivered are still worked on and acked."""
+        if not self._tag or self._channel.error is not None or self.cancelled:
+            return
+        tag, self._tag = self._tag, ""
+        await self._channel.rpc(K.BASIC_CANCEL, (tag, False), (K.BASIC_CANCEL_OK,), "basic.cancel (pause)")
+
+    async def resume(self) -> None:
+        """Subscribe again after pause(): the same channel, prefetch and arguments; delivery tags go on counting."""
+        if self._tag or self._channel.error is not None or self.cancelled:
+            return
+        spec = self._spec
+        arguments = dict(spec.extra.get("arguments", {})) if spec.extra else {}
+        _, args = await self._channel.rpc(K.BASIC_CONSUME, (0, spec.queue, "", False, spec.auto_ack, False, False, arguments),
+                                          (K.BASIC_CONSUME_OK,), f"consume from {spec.queue!r} (resume)")
+        self._tag = args[0]
+
     def _on_deliver(self, tag: int, redelivered: bool, body: bytes, t_ns: int) -> None:
         self.received += 1
         self._on_message(body, redelivered, t_ns)

@@ -143,6 +143,8 @@ class _Handler(socketserver.StreamRequestHandler):
         try:
             if self.server.stopping.is_set():
                 self._send_stop()
+            elif self.server.consumers_paused:       # a task that connects late pauses like the others
+                self._send(b"pause\n")
             for line in self.rfile:
                 try:
                     msg = json.loads(line)
@@ -159,8 +161,11 @@ class _Handler(socketserver.StreamRequestHandler):
             self.server.sockets.discard(self.connection)
 
     def _send_stop(self) -> None:
+        self._send(b"stop\n")
+
+    def _send(self, line: bytes) -> None:
         try:
-            self.wfile.write(b"stop\n")
+            self.wfile.write(line)
             self.wfile.flush()
         except OSError:
             pass
@@ -177,6 +182,7 @@ class _Server(socketserver.ThreadingTCPServer):
         self.sockets: set[socket.socket] = set()
         self.stopping = threading.Event()
         self.gate = _StartGate()
+        self.consumers_paused = False
 
 
 class ControlServer:
@@ -202,9 +208,17 @@ class ControlServer:
 
     def stop_tasks(self) -> None:
         self._server.stopping.set()
+        self._broadcast(b"stop\n")
+
+    def pause_consumers(self, paused: bool) -> None:
+        """Tell every task to pause (or resume) its consumers; tasks that connect later are told on connect."""
+        self._server.consumers_paused = paused
+        self._broadcast(b"pause\n" if paused else b"resume\n")
+
+    def _broadcast(self, line: bytes) -> None:
         for wfile in list(self._server.connections):
             try:
-                wfile.write(b"stop\n")
+                wfile.write(line)
                 wfile.flush()
             except OSError:
                 pass
@@ -212,6 +226,10 @@ class ControlServer:
     def idle(self) -> bool:
         """No task connected: every line a finished task sent has been read."""
         return not self._server.connections
+
+    @property
+    def paused(self) -> bool:
+        return self._server.consumers_paused
 
     @property
     def stopping(self) -> bool:
@@ -232,6 +250,7 @@ class ControlClient:
     def __init__(self, address: tuple[str, int] | None) -> None:
         self.address = address
         self.stop_requested = asyncio.Event()
+        self.on_command: Callable[[str], None] | None = None     # "pause" / "resume" from the coordinator
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._t0: asyncio.Future[int] | None = None
@@ -257,11 +276,13 @@ class ControlClient:
     async def _read(self, reader: asyncio.StreamReader) -> None:
         try:
             while line := await reader.readline():
-                line = line.strip()
-                if line == b"stop":
+                word = line.strip()
+                if word == b"stop":
                     self.stop_requested.set()
-                elif line.startswith(b"t0 ") and self._t0 is not None and not self._t0.done():
-                    self._t0.set_result(int(line[3:]))
+                elif word.startswith(b"t0 ") and self._t0 is not None and not self._t0.done():
+                    self._t0.set_result(int(word[3:]))
+                elif word in (b"pause", b"resume") and self.on_command is not None:
+                    self.on_command(word.decode())
         except (OSError, asyncio.IncompleteReadError):
             pass
         finally:

@@ -16,6 +16,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from rbench.errors import ConfigError, SinkError
+from rbench.reduce import broker as brokermod
 from rbench.reduce import costs as costmod
 from rbench.reduce import leaderboard as lb
 from rbench.reduce.load import check_same_workload, load_samples, read_run
@@ -42,6 +43,8 @@ class ReduceResult:
     leaderboard: dict[str, Any]
     notes: list[str] = field(default_factory=list)
     clusters: list[dict[str, Any]] = field(default_factory=list)   # per (run, cluster): t0_ns, stale
+    phases: list[dict[str, Any]] = field(default_factory=list)     # consumer.pause runs: per phase (reduce/phases.py)
+    broker: list[dict[str, Any]] = field(default_factory=list)     # broker samples on the client's time axis
 
     def __str__(self) -> str:
         return str(self.report)
@@ -82,6 +85,11 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
         s["matched"] = lb.is_matched(s, tolerance, latency_limit_ms)
     steps_tbl = steps_tbl.append_column("matched", pa.array([s["matched"] for s in steps], pa.bool_()))
     steps_tbl = _self_check(steps_tbl, steps, samples.runs)
+    series = brokermod.load_series(samples.runs)
+    steps_tbl = brokermod.add_step_figures(steps_tbl, series)
+    steps = steps_tbl.to_pylist()
+    broker_tbl = brokermod.series_table(series)
+    phases = _phases(samples, series)
     tl = tl_tbl.to_pylist()
     top = lb.top_throughput(steps)
     chosen = target_rate if target_rate is not None else lb.default_target(steps)
@@ -100,12 +108,55 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
     notes += _step_notes(steps)
     notes += [stale_note(c["run_id"], c["cluster"], c["stale"]) for c in clusters if c["stale"]]
     meta = _meta(samples.runs, board)
+    notes += [f"{r}: cluster {c}: no broker samples (broker/ missing or empty)" for r, c in _unsampled(samples.runs, series)]
+    meta["broker_method"] = BROKER_METHOD
     out_dir = _write_outputs(out_dir, steps_tbl, tl_tbl, board, notes, meta, clusters)
+    broker = broker_tbl.to_pylist()
+    _write_broker_outputs(out_dir, broker_tbl, phases)
     report = out_dir / "report.html"
     if render:
         from rbench.report.render import render_report
-        report = render_report(out_dir, steps, tl, board, notes, meta)
-    return ReduceResult(out_dir, report, steps, board, notes, clusters)
+        report = render_report(out_dir, steps, tl, board, notes, meta, broker=broker, phases=phases)
+    return ReduceResult(out_dir, report, steps, board, notes, clusters, phases, broker)
+
+
+BROKER_METHOD = ("broker samples (broker/ Parquet, docs/broker.md) on the client's time axis (s since the cluster's t0): "
+                 "depth = ready (+ unacked where the source has it) summed over the workload's queues, from AMQP passive "
+                 "declares, else the management API, else Prometheus; memory = management mem_used, else Prometheus "
+                 "resident memory, else the beam RSS; CPU = the beam process's CPU seconds from /proc, else the Erlang "
+                 "runtime from Prometheus. Per step: broker CPU seconds over the measurement window (counter rise over "
+                 "the samples inside, scaled to the window) ÷ messages delivered in it, and the largest memory sample")
+
+
+def _phases(samples: Any, series: list[brokermod.BrokerSeries]) -> list[dict[str, Any]]:
+    if not any(c.get("pause") for r in samples.runs for c in r.clusters):
+        return []
+    from rbench.reduce.phases import phase_figures
+    return phase_figures(samples, series)
+
+
+def _unsampled(runs: list[Any], series: list[brokermod.BrokerSeries]) -> list[tuple[str, str]]:
+    have = {(s.run_id, s.cluster) for s in series}
+    return [(r.run_id, str(c.get("name"))) for r in runs for c in r.clusters
+            if c.get("t0_ns") is not None and (r.run_id, str(c.get("name"))) not in have]
+
+
+def _write_broker_outputs(out_dir: Path, broker: pa.Table, phases: list[dict[str, Any]]) -> None:
+    from rbench.reduce.phases import PHASE_COLUMNS
+
+    try:
+        if broker.num_rows:
+            pq.write_table(broker, out_dir / "broker_timeline.parquet")
+            pacsv.write_csv(broker, out_dir / "broker_timeline.csv")
+        if phases:
+            pacsv.write_csv(pa.Table.from_pylist([{k: p.get(k) for k in PHASE_COLUMNS} for p in phases]),
+                            out_dir / "phases.csv")
+            board_path = out_dir / "leaderboard.json"
+            doc = json.loads(board_path.read_text())
+            doc["phases"] = phases
+            board_path.write_text(json.dumps(doc, indent=2, default=str))
+    except OSError as exc:
+        raise SinkError(f"{out_dir}: cannot write the broker figures ({exc.strerror})") from None
 
 
 SELF_CHECK_COLUMNS = (("gen_cpu_max", pa.float64()), ("gen_loop_lag_p99_ms", pa.float64()),

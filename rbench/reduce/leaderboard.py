@@ -17,9 +17,10 @@ from rbench.reduce.costs import cost_per_krate
 
 Row = dict[str, Any]
 
+BROKER_COLS = ("broker_cpu_us_per_msg", "broker_mem_peak_mb")      # rbench.reduce.broker's per-step figures
 TOP_COLUMNS = ("cluster", "run_id", "step", "target_rate", "consume_rate", "publish_rate", "e2e_p99_ms", "matched",
-               "generator_bound")
-MATCHED_COLUMNS = ("cluster", "run_id", "step", "target_rate", "consume_rate", "e2e_p99_ms", "generator_bound")
+               "generator_bound", *BROKER_COLS)
+MATCHED_COLUMNS = ("cluster", "run_id", "step", "target_rate", "consume_rate", "e2e_p99_ms", "generator_bound", *BROKER_COLS)
 COST_TOP_COLUMNS = ("cluster", "nodes", "instance_type", "volume_type", "monthly_cost", "consume_rate", "cost_per_1k_rate")
 COST_TARGET_COLUMNS = ("cluster", "nodes", "instance_type", "monthly_cost", "target_rate", "highest_matched_target",
                        "cost_per_1k_rate")

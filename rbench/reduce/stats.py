@@ -309,12 +309,32 @@ def latency_percentiles(samples: Any) -> list[dict[str, Any]]:
 
 # --- the message pass: reorders, duplicates, losses ---
 
-MSG_SCHEMA = T.StructType([T.StructField("gid", T.LongType()), T.StructField("reordered", T.LongType()),
-                           T.StructField("consumed_unique", T.LongType()), T.StructField("duplicated", T.LongType()),
-                           T.StructField("lost", T.LongType())])
+MSG_COUNTS = ("reordered", "consumed_unique", "duplicated", "lost", "expected")
+MSG_SCHEMA = T.StructType([T.StructField("gid", T.LongType()), *[T.StructField(c, T.LongType()) for c in MSG_COUNTS]])
+
+
+def routes_of(samples: Any) -> dict[str, dict[int, list[str]]]:
+    """run_id → producer → the queues each of its messages is routed to (run.json ``routes``; fan-out lists
+    several). A run without routes (older runs, or routing rbench cannot know) expects one copy in any queue."""
+    out: dict[str, dict[int, list[str]]] = {}
+    for run in samples.runs:
+        routes = run.data.get("routes")
+        if isinstance(routes, dict) and routes:
+            out[run.run_id] = {int(p): [str(q) for q in qs] for p, qs in routes.items()}
+    return out
+
+
+def _expected_queue(routes: dict[int, list[str]] | None) -> Column:
+    """One row per copy the broker should deliver: the published row exploded over its producer's queues
+    (a null queue, matched against any queue, when the routes are unknown)."""
+    if not routes:
+        return F.lit(None).cast("string").alias("queue")
+    pairs = [x for p, qs in sorted(routes.items()) for x in (F.lit(p), F.array(*[F.lit(q) for q in qs]))]
+    return F.explode_outer(F.create_map(*pairs)[F.col("producer")]).alias("queue")
 
 
 def message_pass(samples: Any, plan: Plan) -> dict[int, dict[str, int]]:
+    routes = routes_of(samples)
     frames = []
     for run_id, cluster, df in samples.con_branches:
         rc = plan.rc_of(run_id, cluster)
@@ -329,10 +349,10 @@ def message_pass(samples: Any, plan: Plan) -> dict[int, dict[str, int]]:
         if rc is None:
             continue
         gm = plan.gid_measured(rc)
-        frames.append(df.where(F.col("outcome").isin(*MAY_BE_DELIVERED)).select(
-            F.lit(0).cast("byte").alias("src"), F.lit(rc).alias("rc"), "producer", F.lit(None).cast("string").alias("queue"),
+        pub = df.where(F.col("outcome").isin(*MAY_BE_DELIVERED)).select(
+            F.lit(0).cast("byte").alias("src"), F.lit(rc).alias("rc"), "producer", _expected_queue(routes.get(run_id)),
             "seq", F.lit(None).cast("long").alias("t"), F.lit(None).cast("long").alias("gt"), gm.alias("gm"))
-            .where(F.col("gm").isNotNull()))
+        frames.append(pub.where(F.col("gm").isNotNull()))
     if not frames:
         return {}
     df = frames[0]
@@ -343,7 +363,7 @@ def message_pass(samples: Any, plan: Plan) -> dict[int, dict[str, int]]:
     res = df.repartition(n, "rc", "producer").mapInArrow(_check_messages, MSG_SCHEMA).toArrow()
     out: dict[int, dict[str, int]] = {}
     for r in res.to_pylist():
-        d = out.setdefault(r["gid"], {"reordered": 0, "consumed_unique": 0, "duplicated": 0, "lost": 0})
+        d = out.setdefault(r["gid"], {c: 0 for c in MSG_COUNTS})
         for key in d:
             d[key] += r[key]
     return out
@@ -373,19 +393,21 @@ def _check_messages(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
     seq = tbl.column("seq").to_numpy(zero_copy_only=False)
     gt = tbl.column("gt").fill_null(-1).to_numpy()
     gm = tbl.column("gm").fill_null(-1).to_numpy()
+    # queue codes shared by deliveries and expected copies (-1: a published row whose routes are unknown)
+    qall = tbl.column("queue").dictionary_encode().combine_chunks()
+    qcodes = np.where(qall.is_null().to_numpy(zero_copy_only=False), -1,
+                      qall.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64))
     acc: dict[int, list[int]] = {}
 
     def add(col: int, gids: np.ndarray) -> None:
         ids, cnt = np.unique(gids, return_counts=True)
         for g, c in zip(ids.tolist(), cnt.tolist()):
-            acc.setdefault(g, [0, 0, 0, 0])[col] += c
+            acc.setdefault(g, [0] * len(MSG_COUNTS))[col] += c
 
     con = np.flatnonzero(src == 1)
     if con.size:
         # reorders: per (rc, producer, queue) in receive order (t_received, then seq), seq below the max before it
-        q = tbl.column("queue").take(pa.array(con)).dictionary_encode().combine_chunks()
-        qcode = q.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        qcode = np.where(q.is_null().to_numpy(zero_copy_only=False), -1, qcode)
+        qcode = qcodes[con]
         t = tbl.column("t").take(pa.array(con))
         tnull = t.is_null().to_numpy(zero_copy_only=False)
         tv = t.fill_null(0).to_numpy()
@@ -401,10 +423,11 @@ def _check_messages(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
                 reord[a + 1:b] = x[1:] < prev
         r_gm = gm[con][order]
         add(0, r_gm[reord & (r_gm >= 0)])
-        # distinct and duplicated messages among the measured deliveries of each step
+        # distinct and duplicated copies among the measured deliveries of each step: a message fanned out to
+        # three queues is three copies, each expected once
         mi = con[gm[con] >= 0]
         if mi.size:
-            order2, grp2 = _groups_of(gm[mi], prod[mi], seq[mi])
+            order2, grp2 = _groups_of(gm[mi], prod[mi], seq[mi], qcodes[mi])
             counts = np.bincount(grp2)
             first = np.concatenate(([0], np.flatnonzero(np.diff(grp2)) + 1))
             g_of = gm[mi][order2][first]
@@ -412,24 +435,36 @@ def _check_messages(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
             add(2, g_of[counts > 1])
     pub = np.flatnonzero(src == 0)
     if pub.size:
-        # lost: a measured ack/unconfirmed message no delivery (with a step window) has at any time
+        add(4, gm[pub])
+        # lost: an expected copy of a measured ack/unconfirmed message that no delivery (with a step window) of
+        # its queue has at any time; with unknown routes, a message no delivery of any queue has
         seen = con[gt[con] >= 0] if con.size else con
-        both = np.concatenate((seen, pub))
-        flag = np.concatenate((np.zeros(seen.size, dtype=np.int64), np.ones(pub.size, dtype=np.int64)))
-        order3, grp3 = _groups_of(rc[both], prod[both], seq[both], flag)
-        key_grp = _runs(rc[both][order3], prod[both][order3], seq[both][order3])
-        has_seen = np.zeros(int(key_grp.max()) + 1, dtype=bool)
-        is_seen = flag[order3] == 0
-        has_seen[key_grp[is_seen]] = True
-        lost = (~is_seen) & ~has_seen[key_grp]
-        add(3, gm[both][order3][lost])
+        routed = pub[qcodes[pub] >= 0]
+        if routed.size:
+            add(3, _lost(rc, prod, seq, qcodes, seen, routed, gm))
+        anywhere = pub[qcodes[pub] < 0]
+        if anywhere.size:
+            add(3, _lost(rc, prod, seq, np.zeros_like(qcodes), seen, anywhere, gm))
     if acc:
         gids = sorted(acc)
         cols = list(zip(*[acc[g] for g in gids]))
         yield pa.RecordBatch.from_arrays([pa.array(gids, pa.int64()), *[pa.array(c, pa.int64()) for c in cols]],
-                                         schema=pa.schema([("gid", pa.int64()), ("reordered", pa.int64()),
-                                                           ("consumed_unique", pa.int64()), ("duplicated", pa.int64()),
-                                                           ("lost", pa.int64())]))
+                                         schema=pa.schema([("gid", pa.int64()), *[(c, pa.int64()) for c in MSG_COUNTS]]))
+
+
+def _lost(rc: np.ndarray, prod: np.ndarray, seq: np.ndarray, queue: np.ndarray, seen: np.ndarray, pub: np.ndarray,
+          gm: np.ndarray) -> np.ndarray:
+    """gm of every row of ``pub`` whose (rc, producer, seq, queue) no row of ``seen`` has (a sort-merge membership test)."""
+    both = np.concatenate((seen, pub))
+    flag = np.concatenate((np.zeros(seen.size, dtype=np.int64), np.ones(pub.size, dtype=np.int64)))
+    order, _ = _groups_of(rc[both], prod[both], seq[both], queue[both], flag)
+    key_grp = _runs(rc[both][order], prod[both][order], seq[both][order], queue[both][order])
+    has_seen = np.zeros(int(key_grp.max()) + 1, dtype=bool)
+    is_seen = flag[order] == 0
+    has_seen[key_grp[is_seen]] = True
+    lost = (~is_seen) & ~has_seen[key_grp]
+    result: np.ndarray = gm[both][order][lost]
+    return result
 
 
 def _runs(*cols: np.ndarray) -> np.ndarray:
@@ -444,7 +479,7 @@ def _runs(*cols: np.ndarray) -> np.ndarray:
 # --- assembling the tables ---
 
 COUNTS = ["published_in_window", "confirmed_in_window", "consumed_in_window", "published", *OUTCOME_COLS,
-          "deliveries", "redelivered", "reordered", "consumed_unique", "duplicated", "lost"]
+          "deliveries", "redelivered", "reordered", "consumed_unique", "duplicated", "lost", "expected"]
 # The per-step and per-second tables are small (one row per step or second): they are built as
 # Arrow tables on the driver, not as DataFrames, so no Spark job runs after the sample scans.
 STEPS_SCHEMA = pa.schema([
@@ -491,7 +526,7 @@ def reduce_samples(samples: Any) -> tuple[pa.Table, pa.Table, list[dict[str, Any
              **{col: outc[i] for i, col in enumerate(OUTCOME_COLS)},
              "deliveries": cnt[DELIV].get((gid, 0), 0) + cnt[DELIV].get((gid, 1), 0), "redelivered": cnt[DELIV].get((gid, 1), 0),
              "reordered": m.get("reordered", 0), "consumed_unique": m.get("consumed_unique", 0),
-             "duplicated": m.get("duplicated", 0), "lost": m.get("lost", 0)}
+             "duplicated": m.get("duplicated", 0), "lost": m.get("lost", 0), "expected": m.get("expected", 0)}
         rates = [c[k] / window_s if window_s > 0 else None
                  for k in ("published_in_window", "confirmed_in_window", "consumed_in_window")]
         rows.append((run_id, cluster, step, target, window_s, warmup_s, start, end, meas, *[c[k] for k in COUNTS],

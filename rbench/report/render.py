@@ -26,7 +26,16 @@ STEP_COLUMNS = [
     ("gen_window_full_min", "window full (min share)"), ("published", "measured published"), ("deliveries", "measured deliveries"),
     ("nacked", "nacked"), ("returned", "returned"), ("timeout", "confirm timeout"), ("unconfirmed", "unconfirmed"),
     ("lost", "lost"), ("duplicated", "duplicated"), ("reordered", "reordered"), ("redelivered", "redelivered"),
+    ("broker_cpu_us_per_msg", "broker CPU µs/msg"), ("broker_mem_peak_mb", "broker mem peak MiB"),
     ("window_s", "window s"),
+]
+PHASE_HEADERS = [
+    ("cluster", "cluster"), ("phase", "phase"), ("start_s", "start s"), ("duration_s", "duration s"),
+    ("buildup_rate", "build-up msg/s (broker)"), ("buildup_rate_client", "build-up msg/s (client)"),
+    ("peak_backlog", "peak backlog (broker)"), ("peak_backlog_client", "peak backlog (client)"),
+    ("drain_s", "drain s (broker)"), ("drain_s_client", "drain s (client)"),
+    ("drain_consume_rate", "consumed/s draining"), ("e2e_p50_ms", "e2e p50"), ("e2e_p99_ms", "e2e p99"),
+    ("e2e_max_ms", "e2e max"),
 ]
 
 
@@ -73,15 +82,18 @@ def leaderboard_markdown(board: dict[str, Any], notes: list[str], meta: dict[str
     lines += [f"Runs: {', '.join(r['run_id'] + ' (' + r['status'] + ')' for r in meta['runs'])}", ""]
     lines += ["## Top throughput per cluster", "",
               f"Achieved consume rate of the cluster's best step. {meta['rate_method']}.", "",
-              "| rank | cluster | step | target msg/s | consumed msg/s | e2e p99 | matched |", "|---|---|---|---|---|---|---|"]
+              "| rank | cluster | step | target msg/s | consumed msg/s | e2e p99 | matched | broker CPU µs/msg | broker mem peak MiB |",
+              "|---|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(board["top_throughput"], 1):
         lines.append(f"| {i} | {_who(r)} | {cell(r, 'step')} | {fmt(r['target_rate'])} | {fmt(r['consume_rate'])} | "
-                     f"{fmt(r['e2e_p99_ms'], '_ms')} | {fmt(r['matched'])} |")
+                     f"{fmt(r['e2e_p99_ms'], '_ms')} | {fmt(r['matched'])} | {fmt(r.get('broker_cpu_us_per_msg'))} | "
+                     f"{fmt(r.get('broker_mem_peak_mb'))} |")
     lines += ["", "## Highest matched target per cluster", "", f"Rule: {meta['match_rule']} (p99 exact, from intended send time).", "",
-              "| rank | cluster | step | target msg/s | consumed msg/s | e2e p99 |", "|---|---|---|---|---|---|"]
+              "| rank | cluster | step | target msg/s | consumed msg/s | e2e p99 | broker CPU µs/msg | broker mem peak MiB |",
+              "|---|---|---|---|---|---|---|---|"]
     for i, r in enumerate(board["highest_matched"], 1):
         lines.append(f"| {i} | {_who(r)} | {cell(r, 'step')} | {fmt(r['target_rate'])} | {fmt(r['consume_rate'])} | "
-                     f"{fmt(r['e2e_p99_ms'], '_ms')} |")
+                     f"{fmt(r['e2e_p99_ms'], '_ms')} | {fmt(r.get('broker_cpu_us_per_msg'))} | {fmt(r.get('broker_mem_peak_mb'))} |")
     matched = {r["cluster"] for r in board["highest_matched"]}
     missing = sorted({c["cluster"] for c in board["costs"]} - matched)
     if missing:
@@ -136,7 +148,7 @@ th{background:#f3f3f3;position:sticky;top:0} td:nth-child(-n+2){text-align:left}
 
 
 def report_html(steps: list[dict[str, Any]], board: dict[str, Any], notes: list[str], meta: dict[str, Any],
-                images: dict[str, Path]) -> str:
+                images: dict[str, Path], phases: list[dict[str, Any]] | None = None) -> str:
     """The whole report as one HTML string (images inline)."""
     md = leaderboard_markdown(board, [], meta)
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>rbench report</title><style>{CSS}</style></head><body>",
@@ -164,6 +176,15 @@ def report_html(steps: list[dict[str, Any]], board: dict[str, Any], notes: list[
     parts.append("<h2>Latency per step</h2>" + _img(images["latency"], "end-to-end latency per step"))
     parts.append(_img(images["confirm"], "confirm latency per step"))
     parts.append("<h2>Within the run</h2>" + _img(images["timeline"], "throughput and latency over time"))
+    if "broker" in images:
+        parts.append("<h2>The broker's side</h2><p class='method'>" + html.escape(str(meta.get("broker_method", "")))
+                     + "</p>" + _img(images["broker"], "queue depth, broker memory and CPU over time"))
+    if phases:
+        parts.append("<h2>Backlog phases</h2><p class='method'>Per consumer.pause phase (docs/broker.md): build-up rate and "
+                     "peak backlog from the broker's depth samples and from client counts (copies expected − received); "
+                     "drain time from resuming until the depth is at most drained_below; e2e latency of the messages sent "
+                     "in the phase. Same table: phases.csv.</p>")
+        parts.append(_table([h for _, h in PHASE_HEADERS], [[fmt(p.get(k), k) for k, _ in PHASE_HEADERS] for p in phases]))
     parts.append("<h2>All steps</h2><p class='method'>Latencies in ms, exact; rates in msg/s over the measurement window; "
                  "counts over measured messages. Same table: steps.csv / steps.parquet.</p><div class='scroll'>")
     parts.append(steps_table_html(steps))
@@ -200,7 +221,8 @@ def _md_tables_to_html(md: str) -> str:
 
 
 def render_report(out_dir: Path, steps: list[dict[str, Any]], timeline: list[dict[str, Any]], board: dict[str, Any],
-                  notes: list[str], meta: dict[str, Any]) -> Path:
+                  notes: list[str], meta: dict[str, Any], broker: list[dict[str, Any]] | None = None,
+                  phases: list[dict[str, Any]] | None = None) -> Path:
     """Write leaderboard.md, the PNGs and report.html into ``out_dir``; return the HTML path."""
     out_dir = Path(out_dir)
     (out_dir / "leaderboard.md").write_text(leaderboard_markdown(board, notes, meta))
@@ -210,8 +232,11 @@ def render_report(out_dir: Path, steps: list[dict[str, Any]], timeline: list[dic
         "confirm": plots.latency_plot(steps, out_dir / "confirm_latency.png", "confirm"),
         "timeline": plots.timeline_plot(timeline, steps, out_dir / "timeline.png"),
     }
+    if broker:
+        from rbench.report.broker_plots import broker_plot
+        images["broker"] = broker_plot(timeline, broker, phases or [], out_dir / "broker.png")
     path = out_dir / "report.html"
-    path.write_text(report_html(steps, board, notes, meta, images))
+    path.write_text(report_html(steps, board, notes, meta, images, phases))
     return path
 
 
@@ -223,4 +248,7 @@ def rerender(out_dir: Path) -> Path:
     saved = json.loads((out_dir / "leaderboard.json").read_text())
     steps = pq.read_table(out_dir / "steps.parquet").to_pylist()
     tl = pq.read_table(out_dir / "timeline.parquet").to_pylist()
-    return render_report(out_dir, steps, tl, saved["leaderboard"], saved["notes"], saved["meta"])
+    broker_path = out_dir / "broker_timeline.parquet"
+    broker = pq.read_table(broker_path).to_pylist() if broker_path.is_file() else []
+    return render_report(out_dir, steps, tl, saved["leaderboard"], saved["notes"], saved["meta"], broker=broker,
+                         phases=saved.get("phases", []))

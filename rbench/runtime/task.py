@@ -121,6 +121,9 @@ class TaskRun:
         window = sum(p.confirm_window for p in plan.publishers if p.confirm) \
             if all(p.confirm_window for p in plan.publishers if p.confirm) else 0
         self.selfcheck = SelfCheck(lambda: self.recorder.core.pending, window, self._current_step)
+        self.paused = False                      # consumer.pause: the coordinator said pause, not resume yet
+        self._pausing: asyncio.Task[None] | None = None
+        self.control.on_command = self._on_command
 
     # ---- lifecycle -----------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
@@ -175,6 +178,8 @@ class TaskRun:
                 ticker.cancel()
             for helper in helpers:
                 helper.cancel()
+            if self._pausing is not None:
+                self._pausing.cancel()
             watcher.cancel()
             await self._close_quietly()
             if self.clock is not None:
@@ -213,6 +218,30 @@ class TaskRun:
         if self.clock is not None:
             self.clock.wake_all()
 
+    def _on_command(self, word: str) -> None:
+        """pause / resume from the coordinator (consumer.pause): applied in order, one after the other."""
+        paused = word == "pause"
+        if paused == self.paused:
+            return
+        self.paused = paused
+        previous = self._pausing
+
+        async def apply() -> None:
+            if previous is not None:
+                with contextlib.suppress(BaseException):
+                    await previous
+            await self._set_paused(paused)
+        self._pausing = asyncio.get_running_loop().create_task(apply())
+
+    async def _set_paused(self, paused: bool, consumers: list[Consumer] | None = None) -> None:
+        targets = self.consumers if consumers is None else consumers
+        calls = [getattr(c, "pause" if paused else "resume", None) for c in targets]
+        results = await asyncio.gather(*(call() for call in calls if call is not None), return_exceptions=True)
+        errors = [r for r in results if isinstance(r, BaseException)]
+        if errors and self._consumer_error is None:
+            self._consumer_error = errors[0]
+            self.stop.set()
+
     async def _watch_control(self) -> None:
         await self.control.stop_requested.wait()
         self._interrupt()
@@ -238,6 +267,8 @@ class TaskRun:
                 for consumer in opened:
                     if isinstance(consumer, BaseException):
                         raise consumer
+                if self.paused:
+                    await self._set_paused(True, self.consumers)
                 return
             for i, spec in enumerate(self.plan.consumers):
                 if i:
@@ -247,6 +278,8 @@ class TaskRun:
                 consumer = await self.driver.consumer(spec, state)
                 self.consumer_states.append(state)
                 self.consumers.append(consumer)
+                if self.paused:
+                    await self._set_paused(True, [consumer])
         except Exception as exc:
             if at_ns is None:
                 raise
@@ -335,14 +368,17 @@ class TaskRun:
             return
         deadline = time.monotonic() + (self.plan.drain_timeout_s if not self.interrupted else 1.0)
         own_queues = {c.queue for c in self.plan.consumers}
-        expect_all = all(p.queue in own_queues for p in self.plan.publishers)
+        routed = dict(self.plan.routes)          # fan-out: a message reaches every queue listed for its producer
+        targets = [set(routed.get(p.producer_id, (p.queue,))) for p in self.plan.publishers]
+        expect_all = all(t <= own_queues for t in targets)
+        copies = sum(len(t) for t in targets) / len(targets) if targets else 1.0
         last, idle_since = -1, time.monotonic()
         while time.monotonic() < deadline:
             counts = self.recorder.counts
             consumed = counts["consumed"]
             if all(s.done.is_set() for s in self.consumer_states):
                 return
-            if expect_all and published and consumed >= counts["published"] - counts["returned"] - counts["nacked"]:
+            if expect_all and published and consumed >= (counts["published"] - counts["returned"] - counts["nacked"]) * copies:
                 return
             if consumed != last:
                 last, idle_since = consumed, time.monotonic()

@@ -1,0 +1,63 @@
+"""Broker panels (queue depth, memory, CPU) under the client's throughput, on one time axis.
+
+x = seconds since the cluster's t0 in every panel, as in the client timeline, so a latency spike,
+a depth ramp and a memory peak line up. Dotted verticals mark consumer.pause phases.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import matplotlib.pyplot as plt
+from matplotlib.ticker import FuncFormatter
+
+from rbench.report import plots
+
+
+def broker_plot(timeline: list[dict[str, Any]], broker: list[dict[str, Any]], phases: list[dict[str, Any]],
+                path: Path) -> Path:
+    """Client throughput, then the broker's queue depth, memory and CPU, sharing the x axis."""
+    multi = len({r["run_id"] for r in [*timeline, *broker]}) > 1
+    series: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in sorted(broker, key=lambda r: (r["cluster"], r["run_id"], r["second"])):
+        series[plots._series_name(r, multi)].append(r)
+    client: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for r in sorted(timeline, key=lambda r: (r["cluster"], r["run_id"], r["second"])):
+        client[plots._series_name(r, multi)].append(r)
+    colors = plots._colors(sorted(set(series) | set(client)))
+    fig, axes = plt.subplots(4, 1, figsize=(12, 10), dpi=110, sharex=True)
+    ax_rate, ax_depth, ax_mem, ax_cpu = axes
+    for name, rows in client.items():
+        xs = [r["second"] + 0.5 for r in rows]           # a 1 s bucket is drawn at its middle
+        ax_rate.plot(xs, [r["consumed"] for r in rows], color=colors[name], lw=1.5, label=f"{name}: consumed/s")
+        ax_rate.plot(xs, [r["published"] for r in rows], color=colors[name], lw=0.8, ls="--", label=f"{name}: published/s")
+    for name, rows in series.items():
+        xs = [r["second"] for r in rows]
+        for ax, key, scale in ((ax_depth, "depth", 1.0), (ax_mem, "memory_bytes", 1 / 2**20), (ax_cpu, "cpu_cores", 1.0)):
+            pts = [(x, r[key] * scale) for x, r in zip(xs, rows) if r.get(key) is not None]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colors[name], lw=1.3, marker=".", ms=3, label=name)
+    for p in phases:
+        for ax in axes:
+            ax.axvline(p["start_s"], color="grey", lw=0.8, ls=":")
+        ax_rate.annotate(p["phase"], (p["start_s"], 1.0), xycoords=("data", "axes fraction"), fontsize=8,
+                         color="grey", va="top", ha="left")
+    ax_rate.set_ylabel("msg/s (client)")
+    ax_rate.yaxis.set_major_formatter(FuncFormatter(plots._rate_fmt))
+    ax_rate.set_title("Client throughput and the broker's side, on the client's time axis")
+    ax_depth.set_ylabel("queue depth (msgs)")
+    ax_depth.yaxis.set_major_formatter(FuncFormatter(plots._rate_fmt))
+    ax_mem.set_ylabel("broker memory (MiB)")
+    ax_cpu.set_ylabel("broker CPU (cores)")
+    ax_cpu.set_xlabel("seconds since the cluster's first step started")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7, loc="upper right")
+    if not broker:
+        ax_depth.text(0.5, 0.5, "no broker samples", ha="center", transform=ax_depth.transAxes, color="grey")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,81 @@
+"""The broker sampler against the real broker: what it writes, and one line when a port does not answer."""
+from __future__ import annotations
+
+import io
+import socket
+import time
+from pathlib import Path
+
+import pyarrow.compute as pc
+
+from rbench.config.model import BrokerMetrics
+from rbench.config.types import ClusterTarget
+from rbench.coordinator.broker import BrokerSampler, parse_prometheus
+from rbench.samples.broker import read_broker
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])        # nothing listens once the socket is closed
+
+
+def _sample(tmp_path: Path, amqp_url: str, queue: str, cfg: BrokerMetrics, samples: int) -> tuple[BrokerSampler, str]:
+    """Sample until ``samples`` samples were taken (or 30 s passed: a loaded machine answers slowly)."""
+    out = io.StringIO()
+    target = ClusterTarget(name="local", uris=(amqp_url,))
+    sampler = BrokerSampler(tmp_path, "run-x", target, [queue], cfg, out).start()
+    deadline = time.monotonic() + 30
+    while sampler.samples < samples and time.monotonic() < deadline:
+        time.sleep(0.1)
+    sampler.stop()
+    return sampler, out.getvalue()
+
+
+def test_every_source_samples_node_and_queue_figures(tmp_path: Path, amqp_url: str, unique_name: str) -> None:
+    import asyncio
+
+    from rbench.drivers.amqp091 import Amqp091Driver
+
+    async def declare() -> None:
+        d = Amqp091Driver()
+        await d.open(ClusterTarget(name="local", uris=(amqp_url,)))
+        await d.queue_declare(unique_name, durable=False)
+        await d.aclose()
+    asyncio.run(declare())
+    sampler, printed = _sample(tmp_path, amqp_url, unique_name, BrokerMetrics(interval=0.5), 3)
+    assert printed == ""
+    table = read_broker(tmp_path, "local")
+    got = {(s, m) for s, m in zip(table["source"].to_pylist(), table["metric"].to_pylist())}
+    # (the management API lists a new queue only after the broker's next statistics emission, up to 5 s: the AMQP
+    # passive declare sees it at once)
+    for expected in [("management", "mem_used_bytes"), ("management", "fd_used"), ("prometheus", "resident_memory_bytes"),
+                     ("prometheus", "erlang_runtime_seconds_total"), ("amqp", "messages_ready"),
+                     ("proc", "cpu_seconds_total")]:
+        assert expected in got, expected
+    assert sampler.samples >= 3 and sampler.summary()["sources"] == ["management", "prometheus", "amqp"]
+    queue_rows = table.filter(pc.equal(table["source"], "amqp"))
+    assert set(queue_rows["queue"].to_pylist()) == {unique_name}
+    cpu = table.filter(pc.equal(table["metric"], "cpu_seconds_total"))["value"].to_pylist()
+    assert cpu == sorted(cpu) and cpu[0] > 0                       # a counter of the beam process
+
+
+def test_unreachable_ports_cost_one_warning_line(tmp_path: Path, amqp_url: str, unique_name: str) -> None:
+    port = _closed_port()
+    cfg = BrokerMetrics(interval=0.3, management_port=port, prometheus_port=port)
+    sampler, printed = _sample(tmp_path, amqp_url, unique_name, cfg, 2)
+    lines = printed.splitlines()
+    assert len(lines) == 1, printed
+    assert "cluster local: broker metrics unreachable (management:" in lines[0] and "prometheus:" in lines[0]
+    assert "guest" not in printed
+    summary = sampler.summary()
+    assert set(summary["unreachable"]) == {"management", "prometheus"} and summary["sources"] == ["amqp"]
+
+
+def test_prometheus_text_format() -> None:
+    text = ('# HELP x y\nrabbitmq_identity_info{rabbitmq_node="rabbit@h",rabbitmq_cluster="a,b"} 1\n'
+            'erlang_vm_statistics_runtime_milliseconds 6119\nrabbitmq_queue_messages{queue="q",vhost="/"} 3 1700\n')
+    assert parse_prometheus(text) == [
+        ("rabbitmq_identity_info", {"rabbitmq_node": "rabbit@h", "rabbitmq_cluster": "a,b"}, 1.0),
+        ("erlang_vm_statistics_runtime_milliseconds", {}, 6119.0),
+        ("rabbitmq_queue_messages", {"queue": "q", "vhost": "/"}, 3.0)]
