@@ -155,7 +155,7 @@ class BrokerSampler:
     """Samples one cluster's broker on a thread from start() to stop(); rows go to broker/<cluster>/."""
 
     def __init__(self, run_dir: Path, run_id: str, target: ClusterTarget, queues: list[str], cfg: BrokerMetrics,
-                 out: TextIO) -> None:
+                 out: TextIO | None) -> None:
         from rbench.drivers.amqp091 import AmqpUri
 
         self.run_dir, self.run_id, self.target, self.cfg, self.out = run_dir, run_id, target, cfg, out

@@ -23,7 +23,7 @@ class PauseController:
     """One cluster's pause and resume, on a thread from start() to stop()."""
 
     def __init__(self, cluster: str, pause: Pause, control: ControlServer, sampler: BrokerSampler | None,
-                 copies: float, steps: int, out: TextIO) -> None:
+                 copies: float, steps: int, out: TextIO | None) -> None:
         self.cluster, self.pause, self.control, self.sampler = cluster, pause, control, sampler
         self.copies, self.steps, self.out = copies, steps, out
         self.phases: list[dict[str, Any]] = []

@@ -13,7 +13,6 @@ drain that follows is not part of PerfTest's time line).
 """
 from __future__ import annotations
 
-import sys
 import threading
 import time
 from typing import TextIO
@@ -39,7 +38,7 @@ class ProgressPrinter:
     """Background thread printing one line per interval for the cluster being run."""
 
     def __init__(self, board: ProgressBoard, plan: RunPlan,
-                 out: TextIO = sys.stdout, interval_s: float = 1.0, style: str = "rbench",
+                 out: TextIO | None = None, interval_s: float = 1.0, style: str = "rbench",
                  perftest: PerfTestOutput | None = None, csv: CsvWriter | None = None, show: bool = True) -> None:
         steps = [(s.rate, s.duration_s) for s in plan.steps]
         producers = plan.producers

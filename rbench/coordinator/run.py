@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -76,7 +75,7 @@ def probe_clusters(workload: Workload) -> None:
                 raise type(exc)(message) from None
 
 
-def _printer(workload: Workload, control: ControlServer, plan: RunPlan, out: TextIO, show: bool) -> ProgressPrinter:
+def _printer(workload: Workload, control: ControlServer, plan: RunPlan, out: TextIO | None, show: bool) -> ProgressPrinter:
     """The status-line printer the workload's progress section asks for (and its CSV file)."""
     pr = workload.progress
     fmt = PerfTestOutput(pr.id or workload.name, pr.latency_unit, producers=workload.producers > 0,
@@ -126,7 +125,7 @@ class _Watchers:
     """What runs on the coordinator beside a cluster's stage: the broker sampler and the consumer pause."""
 
     def __init__(self, workload: Workload, run_dir: Path, run_id: str, target: Any, control: ControlServer,
-                 routes: dict[int, list[str]] | None, steps: int, out: TextIO) -> None:
+                 routes: dict[int, list[str]] | None, steps: int, out: TextIO | None) -> None:
         from rbench.coordinator.broker import BrokerSampler
         from rbench.coordinator.pause import PauseController
 
@@ -153,7 +152,7 @@ class _Watchers:
 class _Interrupts:
     """First Ctrl-C/SIGTERM: ask tasks to stop and flush; second: cancel the Spark job."""
 
-    def __init__(self, control: ControlServer, session: Any, out: TextIO, info: RunInfo) -> None:
+    def __init__(self, control: ControlServer, session: Any, out: TextIO | None, info: RunInfo) -> None:
         self.control, self.session, self.out, self.info = control, session, out, info
         self.count = 0
         self._previous: dict[int, Any] = {}
@@ -185,7 +184,7 @@ class _Interrupts:
 
 
 def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: int | None = None,
-                 out: TextIO = sys.stdout, progress: bool = True, control_host: str | None = None,
+                 out: TextIO | None = None, progress: bool = True, control_host: str | None = None,
                  timings: Timings | None = None, metrics_port: int | None = None, pushgateway: str | None = None,
                  metrics_linger_s: float = 0.0) -> RunResult:
     """Run every cluster of `workload` on `session`; samples land in out_root/<run_id>/.

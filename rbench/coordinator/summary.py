@@ -8,7 +8,6 @@ are printed, with the command that gives the per-step figures.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -27,7 +26,7 @@ def cluster_totals(info: dict[str, Any]) -> dict[str, dict[str, int]]:
             for c in info["clusters"]}
 
 
-def print_summary(run_dir: Path, reduced: Any = None, out: TextIO = sys.stdout) -> None:
+def print_summary(run_dir: Path, reduced: Any = None, out: TextIO | None = None) -> None:
     """Print the run's status, its per-step table (from ``reduced``, a ReduceResult) and per-cluster totals."""
     info = json.loads((run_dir / "run.json").read_text())
     print(f"\nrun {info['run_id']}: {info['status']}  ({run_dir})", file=out)

@@ -72,7 +72,7 @@ def test_bad_upload_uri_fails_before_any_load(tmp_path: Path, capsys: pytest.Cap
     status = main(["nightly", str(workload), "--history", str(tmp_path / "h"), "--upload", "nosuch://user:pw@bucket/x"])
     err = capsys.readouterr().err
     assert status == 2
-    assert err.startswith("rbench nightly: --upload: nosuch://user:***@bucket/x is not a filesystem URI")
+    assert err.startswith("rbench nightly: --upload: nosuch://***@bucket/x is not a filesystem URI") and "pw" not in err
     assert "pw@" not in err and len(err.strip().splitlines()) == 1
     assert not (tmp_path / "h").exists() and not (tmp_path / "results").exists()
 
