@@ -117,7 +117,6 @@ class TaskRun:
         # wall-clock instants (s) of this task's start-up, reported to the coordinator's --timings
         self.instants: dict[str, float] = {"task started": time.time()}
         self._metrics_server: Any = None
-        self._all_connected: asyncio.Future[list[str]] | None = None    # every task's control connection is up?
         window = sum(p.confirm_window for p in plan.publishers if p.confirm) \
             if all(p.confirm_window for p in plan.publishers if p.confirm) else 0
         self.selfcheck = SelfCheck(lambda: self.recorder.core.pending, window, self._current_step)
@@ -132,10 +131,12 @@ class TaskRun:
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
                 loop.add_signal_handler(sig, self._interrupt)
         await self.control.connect()
-        # Does every task of the stage reach the driver's start gate? Asked now, while this task
-        # connects and declares, so allGather's ~1 s poll overlaps work instead of delaying t0.
-        if self.all_gather is not None:
-            self._all_connected = _in_daemon_thread(self.all_gather, "1" if self.control.connected else "0")
+        if self.all_gather is not None and self.plan.control is not None and not self.control.connected:
+            # every task must reach the start gate (and the stop signal): one that cannot fails the stage now
+            host, port = self.plan.control
+            raise ConfigError(f"control: this executor ({socket.gethostname()}) cannot reach the coordinator at "
+                              f"{host}:{port}; executors must reach the Spark driver (set spark.driver.host to an "
+                              f"address they can reach, and let them connect to that port)")
         self._start_metrics()
         watcher = loop.create_task(self._watch_control())
         ticker: asyncio.Task[None] | None = None
@@ -320,12 +321,12 @@ class TaskRun:
     async def _agree_t0(self) -> int:
         """All tasks publish from one t0: the latest proposal plus a margin.
 
-        The driver's start gate answers within milliseconds once the last task is ready;
-        allGather (about a second per call) is the fallback when some task has no control
-        connection. Both paths are chosen the same way by every task, from one shared answer."""
-        if self._all_connected is None:
+        The coordinator's start gate answers within milliseconds once the last task is ready
+        (every task reached it, or the stage failed at connect). Spark's allGather, about a
+        second per call here, is used only without a coordinator (a barrier stage run directly)."""
+        if self.all_gather is None:
             t0 = time.time_ns() + SOLO_MARGIN_NS
-        elif all(flag == "1" for flag in await self._all_connected):
+        elif self.control.connected:
             t0 = await self.control.agree_t0(self.plan.cluster.name, self.plan.task, time.time_ns())
         else:
             proposal = time.time_ns() + START_MARGIN_NS
