@@ -214,9 +214,10 @@ def test_twenty_producers_at_50_per_second_are_spread_over_the_interval(amqp_url
     intended = pub["t_intended"].to_numpy()
     offsets_ms = sorted({int(round((t % 20_000_000) / 1e6)) % 20 for t in intended - intended.min()})
     # the sends themselves, those that left on time (a stall of a shared machine bunches late ones up,
-    # which says nothing about the schedule): punctual = within 0.5 ms of the intended time
+    # which says nothing about the schedule): punctual = within 0.5 ms of the intended time, or 2 ms for
+    # aligned producers, whose burst of 20 itself takes about a millisecond to write out
     sent = pub["t_sent"].to_numpy()
-    punctual = sent[(sent - intended) < 500_000]
+    punctual = sent[(sent - intended) < (500_000 if phase == "spread" else 2_000_000)]
     assert punctual.size > 0.5 * sent.size
     bursts = _burst_sizes(punctual.tolist(), gap_ns=300_000)
     in_bursts_over_2 = sum(b for b in bursts if b > 2) / sum(bursts)
