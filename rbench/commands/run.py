@@ -9,6 +9,7 @@ import argparse
 import dataclasses
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from rbench.commands.argtypes import port, positive_int
 from rbench.config.load import load_workload
@@ -105,6 +106,11 @@ def execute(workload: Workload, args: RunOptions) -> int:
     from rbench.coordinator.cleanup import delete_created, snapshot
 
     before = snapshot(workload)           # which of its queues exist already: those are never deleted
+    if workload.rate_search is not None:
+        try:
+            return _rate_search(workload, args, session)
+        finally:
+            delete_created(workload, before)
     try:
         result = run_workload(workload, args.out, session, tasks=args.tasks, progress=not args.quiet, timings=timings,
                               metrics_port=args.metrics_port, pushgateway=args.pushgateway, metrics_linger_s=linger)
@@ -127,6 +133,59 @@ def execute(workload: Workload, args: RunOptions) -> int:
     if args.timings:
         print("\nwhere the time went:\n" + timings.table())
     return 0 if result.status == "complete" else 3
+
+
+def _rate_search(workload: Workload, args: RunOptions, session: Any) -> int:
+    """`rate_search` in the workload: probes as runs of their own, then one reduce over them all."""
+    from pathlib import Path
+
+    from rbench.coordinator.rate_search import search_cluster, write_search
+    from rbench.coordinator.run import run_workload
+    from rbench.reduce.job import reduce_runs
+    from rbench.samples.runinfo import new_run_id
+
+    rs = workload.rate_search
+    assert rs is not None
+    folder = Path(args.out) / f"{new_run_id(workload.name)}-search"
+    probes: list[Path] = []
+    stopped: list[str] = []
+
+    def run_probe(w: Workload) -> Path:
+        result = run_workload(w, folder, session, tasks=args.tasks, progress=not args.quiet)
+        probes.append(result.run_dir)
+        if result.status != "complete":
+            stopped.append(result.status)
+            raise _ProbeStopped(result.status)
+        return result.run_dir
+
+    answers = []
+    print(f"rbench: rate search → {folder}", flush=True)
+    for cluster in workload.clusters:
+        try:
+            answers.append(search_cluster(workload.model_copy(update={"clusters": [cluster]}), run_probe))
+        except _ProbeStopped:
+            break
+    if answers:
+        write_search(folder, answers, workload)
+    reduced = None
+    complete: list[str | Path] = [d for d in probes if (d / "run.json").is_file()]
+    if complete and not args.no_reduce:
+        reduced = reduce_runs(complete, session=session, out=folder / "report", latency_limit_s=rs.slo.p99,
+                              tolerance=1.0 - rs.slo.consume_ratio, force=True)
+    print(f"\nrate search ({len(probes)} probes of {rs.step:g} s; SLO: e2e p99 <= {rs.slo.p99 * 1000:g} ms and consumed >= "
+          f"{rs.slo.consume_ratio:g} × target):")
+    for a in answers:
+        print(f"  {a.line()}")
+    if reduced is not None:
+        print(f"report: {reduced.report}")
+    if stopped:
+        print(f"rbench run: rate search {stopped[0]}: the probes so far are kept and reduced", file=sys.stderr)
+        return 130 if stopped[0] == "interrupted" else 3
+    return 0
+
+
+class _ProbeStopped(Exception):
+    """A probe did not complete (interrupt, failure): the search ends there."""
 
 
 def ports_free(field: str, first: int, count: int, why: str) -> None:

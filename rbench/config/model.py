@@ -237,6 +237,33 @@ class SizeStep(_Model):
     duration: Seconds = Field(gt=0)
 
 
+class Slo(_Model):
+    """What a probe of a rate search must meet (exact figures over the probe's measured messages)."""
+
+    p99: Seconds = Field(default=1.0, gt=0, description="End-to-end latency p99 from intended send time at most this.")
+    consume_ratio: float = Field(default=0.98, gt=0, le=1,
+                                 description="Achieved consume rate at least this share of the probe's target rate.")
+
+
+class RateSearch(_Model):
+    """Find the highest rate that meets the SLO: double from `start` until a probe fails, then bisect."""
+
+    start: float = Field(gt=0, description="First probe's rate, msg/s per producer.")
+    max: float = Field(gt=0, description="Highest rate probed, msg/s per producer; meeting it ends the search "
+                                         "with 'capacity not reached'.")
+    slo: Slo = Field(default_factory=Slo)
+    step: Seconds = Field(default=60.0, gt=0, description="Length of each probe (a step of its own).")
+    precision: float = Field(default=0.05, gt=0, lt=1, description="Stop when (first fail − last pass) ÷ last pass "
+                                                                     "is at most this.")
+    max_probes: int = Field(default=20, ge=2, le=100, description="Stop after this many probes whatever the bracket.")
+
+    @model_validator(mode="after")
+    def _bounds(self) -> RateSearch:
+        if self.max < self.start:
+            raise ValueError(f"max: expected at least start ({self.start:g} msg/s per producer), got {self.max:g}")
+        return self
+
+
 class Progress(_Model):
     """What the driver prints (and writes) while a run goes."""
 
@@ -276,6 +303,8 @@ class Workload(_Model):
     rate: float | None = Field(default=None, description="msg/s per producer; null = unlimited (PerfTest -r).")
     rate_steps: list[RateStep] | None = Field(default=None, description="Increasing-intensity steps; overrides rate and duration.")
     variable_rate: list[RateStep] | None = Field(default=None, description="PerfTest VALUE:SECONDS, cycled until duration ends.")
+    rate_search: RateSearch | None = Field(default=None, description="Search the highest rate that meets an SLO "
+                                                                     "(docs/rate-search.md); replaces rate, rate_steps and duration.")
     size: int = Field(default=24, ge=0, description="Body size in bytes; at least the 24-byte stamp is sent.")
     queues: Queues = Field(default_factory=Queues)
     exchange: Exchange = Field(default_factory=Exchange)
@@ -329,6 +358,12 @@ class Workload(_Model):
         if self.metrics_port and isinstance(self.tasks, int) and self.metrics_port + self.tasks - 1 > MAX_PORT:
             raise ValueError(f"metrics_port: task i listens on metrics_port + i, so expected at most "
                              f"{MAX_PORT - self.tasks + 1} with {self.tasks} tasks, got {self.metrics_port}")
+        if self.rate_search is not None:
+            for other in ("rate", "rate_steps", "variable_rate", "duration"):
+                if getattr(self, other) is not None:
+                    raise ValueError(f"rate_search: give rate_search or {other}, not both (each probe sets its own rate and length)")
+            if self.warmup >= self.rate_search.step:
+                raise ValueError("warmup: expected less than rate_search.step")
         if self.rate_steps is not None and not self.rate_steps:
             raise ValueError("rate_steps: expected at least one step")
         if self.rate_steps is not None and len(self.rate_steps) > MAX_STEPS:
@@ -342,7 +377,8 @@ class Workload(_Model):
                                  f"{MAX_STEPS} steps; expected longer entries or a shorter duration")
         if self.variable_rate is not None and self.duration is None:
             raise ValueError("duration: variable_rate needs a duration to cycle over")
-        if self.rate_steps is None and self.duration is None and self.publisher.message_count is None:
+        if self.rate_steps is None and self.duration is None and self.publisher.message_count is None \
+                and self.rate_search is None:
             raise ValueError("duration: expected a duration, rate_steps or publisher.message_count")
         if self.producers == 0 and self.consumers == 0:
             raise ValueError("producers: expected at least one producer or consumer")
@@ -351,7 +387,9 @@ class Workload(_Model):
         return self
 
     def steps(self) -> list[RateStep]:
-        """The schedule as explicit steps (one step for a plain rate)."""
+        """The schedule as explicit steps (one step for a plain rate; a rate search's first probe)."""
+        if self.rate_search is not None:
+            return [RateStep(rate=self.rate_search.start, duration=self.rate_search.step)]
         if self.rate_steps is not None:
             return list(self.rate_steps)
         if self.variable_rate is not None:

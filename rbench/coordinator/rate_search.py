@@ -1,0 +1,168 @@
+"""The SLO rate search: the highest rate a cluster sustains within its latency target.
+
+Each probe is a run of its own (one step at one rate, `rate_search.step` long) in the search's
+folder, so every probe keeps the run layout the reduce already reads. Between probes the
+coordinator decides from exact figures over that probe's samples (read back from its Parquet,
+numpy's linear percentiles: the reduce's definitions, see docs/rate-search.md), then doubles
+the rate until a probe fails and bisects between the last pass and the first fail until the
+bracket is within the precision. A probe on which the load generator, not the broker, was the
+limit (rbench.samples.generator) ends the search: a higher rate would measure the generator.
+At the end the reduce runs once over every probe, with the SLO as its match rule, so the
+report shows every probe and "highest matched" is the search's answer.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import pyarrow.parquet as pq
+
+from rbench.config.model import RateSearch, Workload
+from rbench.samples.generator import judge
+from rbench.samples.layout import committed_parts
+
+
+@dataclass
+class Probe:
+    """One probe and what decided it."""
+
+    rate: float                       # msg/s per producer
+    target: float                     # msg/s in all (rate × producers)
+    run_id: str
+    consume_rate: float
+    e2e_p99_ms: float | None
+    send_lag_p99_ms: float | None
+    passed: bool
+    why: str
+    generator: str | None = None
+
+
+@dataclass
+class Answer:
+    """A cluster's search: its probes, the bracket and how it ended."""
+
+    cluster: str
+    probes: list[Probe] = field(default_factory=list)
+    highest_pass: float | None = None     # msg/s in all
+    first_fail: float | None = None
+    ended_by: str = ""
+
+    def line(self) -> str:
+        n = len(self.probes)
+        if self.highest_pass is None:
+            return f"{self.cluster}: no probe met the SLO (first at {self.first_fail:,.0f} msg/s); {self.ended_by} ({n} probes)"
+        if self.first_fail is None:
+            return (f"{self.cluster}: capacity not reached: every probe met the SLO, up to {self.highest_pass:,.0f} msg/s; "
+                    f"{self.ended_by} ({n} probes)")
+        width = (self.first_fail - self.highest_pass) / self.highest_pass
+        return (f"{self.cluster}: highest rate that met the SLO {self.highest_pass:,.0f} msg/s, first that failed "
+                f"{self.first_fail:,.0f} msg/s (bracket {width:.1%}); {self.ended_by} ({n} probes)")
+
+
+def _column(parts: list[str], names: list[str]) -> dict[str, np.ndarray]:
+    tables = [pq.read_table(p, columns=names) for p in parts]
+    return {n: np.concatenate([t.column(n).to_numpy() for t in tables]) if tables else np.empty(0, np.int64)
+            for n in names}
+
+
+def judge_probe(run_dir: Path, slo_p99_ms: float, consume_ratio: float, producers: int, rate: float) -> Probe:
+    """Exact figures of a one-step run, and whether they meet the SLO."""
+    info = json.loads((run_dir / "run.json").read_text())
+    cluster = info["clusters"][0]
+    (step,) = cluster["steps"]
+    lo = int(step["start_ns"] + info.get("warmup_s", 0) * 1e9)
+    hi = int(step["end_ns"])
+    window_s = max((hi - lo) / 1e9, 1e-9)
+    run_id = info["run_id"]
+    con_parts, _ = committed_parts(run_dir, run_id, "consumed", [cluster["name"]])
+    pub_parts, _ = committed_parts(run_dir, run_id, "published", [cluster["name"]])
+    con = _column(con_parts, ["t_intended", "t_received"])
+    pub = _column(pub_parts, ["t_intended", "t_sent"])
+    received = con["t_received"]
+    consume_rate = float(((received >= lo) & (received < hi)).sum()) / window_s
+    measured = (con["t_intended"] >= lo) & (con["t_intended"] < hi)
+    e2e = (received[measured] - con["t_intended"][measured]) / 1e6
+    e2e_p99 = float(np.percentile(e2e, 99)) if e2e.size else None
+    sent_measured = (pub["t_intended"] >= lo) & (pub["t_intended"] < hi)
+    lag = (pub["t_sent"][sent_measured] - pub["t_intended"][sent_measured]) / 1e6
+    lag_p99 = float(np.percentile(lag, 99)) if lag.size else None
+    target = rate * producers
+    figures = [r.get("self_check", {}).get("0") for r in cluster.get("task_results", [])]
+    generator = judge([f for f in figures if f], lag_p99)
+    reasons = []
+    if consume_rate < consume_ratio * target:
+        reasons.append(f"consumed {consume_rate:,.0f} msg/s < {consume_ratio:g} × {target:,.0f}")
+    if e2e_p99 is None:
+        reasons.append("no measured message was consumed")
+    elif e2e_p99 > slo_p99_ms:
+        reasons.append(f"e2e p99 {e2e_p99:,.1f} ms > {slo_p99_ms:g} ms")
+    why = "; ".join(reasons) or f"consumed {consume_rate:,.0f} msg/s, e2e p99 {e2e_p99:,.2f} ms"
+    return Probe(rate, target, run_id, consume_rate, e2e_p99, lag_p99, not reasons, why, generator)
+
+
+def next_rate(search: RateSearch, passed: list[float], failed: list[float]) -> float | None:
+    """The next probe's rate per producer, or None when the search is done (bracket or max)."""
+    lo = max(passed, default=None)
+    hi = min((f for f in failed if lo is None or f > lo), default=None)
+    if hi is None:
+        if lo is None:
+            return None                           # the first probe failed: nothing below to search
+        if lo >= search.max:
+            return None                           # met at max: capacity not reached
+        return min(lo * 2, search.max)
+    if lo is None:
+        return None
+    if (hi - lo) / lo <= search.precision:
+        return None
+    return (lo + hi) / 2
+
+
+def search_cluster(workload: Workload, run_probe: Any, out: TextIO | None = None) -> Answer:
+    """Probe one cluster's workload; ``run_probe(w)`` runs a one-step workload and returns its run directory."""
+    rs = workload.rate_search
+    assert rs is not None
+    answer = Answer(workload.clusters[0].name)
+    passed: list[float] = []
+    failed: list[float] = []
+    rate: float | None = rs.start
+    while rate is not None:
+        if len(answer.probes) >= rs.max_probes:
+            answer.ended_by = f"stopped after max_probes ({rs.max_probes})"
+            break
+        probe_w = workload.model_copy(update={"rate_search": None, "rate": rate, "duration": rs.step})
+        run_dir = Path(run_probe(probe_w))
+        probe = judge_probe(run_dir, rs.slo.p99 * 1000.0, rs.slo.consume_ratio, workload.producers, rate)
+        answer.probes.append(probe)
+        verdict = "met the SLO" if probe.passed else "failed"
+        print(f"rbench: rate search {answer.cluster}: probe {len(answer.probes)} at {probe.target:,.0f} msg/s "
+              f"({rate:g}/producer) {verdict}: {probe.why}", file=out, flush=True)
+        if probe.generator is not None:
+            answer.ended_by = (f"stopped: at {probe.target:,.0f} msg/s {probe.generator}; a higher rate would measure the "
+                               f"generator, not the broker")
+            if probe.passed:
+                passed.append(rate)
+            break
+        (passed if probe.passed else failed).append(rate)
+        rate = next_rate(rs, passed, failed)
+        if rate is None:
+            answer.ended_by = ("bracket within the precision" if passed and failed else
+                               "the first probe failed" if not passed else f"met at max ({rs.max:g}/producer)")
+    producers = workload.producers
+    answer.highest_pass = max(passed) * producers if passed else None
+    lo = max(passed, default=None)
+    above = [f for f in failed if lo is None or f > lo]
+    answer.first_fail = min(above) * producers if above else None
+    return answer
+
+
+def write_search(folder: Path, answers: list[Answer], workload: Workload) -> Path:
+    """search.json: every probe and each cluster's answer, beside the probes' run directories."""
+    rs = workload.rate_search
+    assert rs is not None
+    path = folder / "search.json"
+    path.write_text(json.dumps({"workload_name": workload.name, "rate_search": rs.model_dump(mode="json"),
+                                "clusters": [{**asdict(a), "answer": a.line()} for a in answers]}, indent=2))
+    return path

@@ -1,0 +1,39 @@
+"""A rate search on the real broker: a consumer that cannot exceed ~1,000 msg/s bounds the answer."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rbench.cli import main
+from tests.runhelpers import workload_dict
+
+
+def test_rate_search_brackets_the_consumers_limit(spark, amqp_url: str, unique_name: str, tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    w = workload_dict(amqp_url, unique_name, driver="amqp091", producers=1, consumers=1, rate=None, duration=None,
+                      queues={"pattern": f"{unique_name}-%d", "from": 1, "to": 1, "durable": False, "auto_delete": False},
+                      consumer={"prefetch": 1, "multi_ack_every": 1, "processing_delay": "1ms"},
+                      rate_search={"start": 250, "max": 16_000, "step": 2, "precision": 0.25,
+                                   "slo": {"p99": "500ms", "consume_ratio": 0.95}})
+    f = tmp_path / "w.yaml"
+    f.write_text(json.dumps(w))
+    assert main(["run", str(f), "--out", str(tmp_path / "out"), "--master", "local[2]", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    (folder,) = [p for p in (tmp_path / "out").iterdir() if p.name.endswith("-search")]
+    (cluster,) = json.loads((folder / "search.json").read_text())["clusters"]
+    lo, hi = cluster["highest_pass"], cluster["first_fail"]
+    # 1 ms per message, one at a time: the consumer cannot take 1,000 msg/s, and 250 msg/s is easy
+    assert lo is not None and hi is not None and 250 <= lo < hi <= 1_000, cluster
+    assert (hi - lo) / lo <= 0.25 and cluster["ended_by"] == "bracket within the precision"
+    probes = cluster["probes"]
+    assert [p["passed"] for p in probes if p["target"] <= lo] == [True] * sum(p["target"] <= lo for p in probes)
+    assert "highest rate that met the SLO" in out
+    # every probe is a step of the report, and the leaderboard's highest matched target is the answer
+    board = json.loads((folder / "report" / "leaderboard.json").read_text())["leaderboard"]
+    (best,) = board["highest_matched"]
+    assert best["target_rate"] == pytest.approx(lo)
+    assert len(list((folder / "report").glob("steps.csv"))) == 1
+    steps = (folder / "report" / "steps.csv").read_text().splitlines()
+    assert len(steps) - 1 == len(probes)
