@@ -61,3 +61,20 @@ def test_rate_search_excludes_fixed_rates() -> None:
             workload_from_dict({**base, **other})
     with pytest.raises(ConfigError, match="max: expected at least start"):
         workload_from_dict({**base, "rate_search": {"start": 50, "max": 10}})
+
+
+def test_a_generator_bound_probe_ends_the_search_without_claiming_capacity(monkeypatch: pytest.MonkeyPatch,
+                                                                          tmp_path: Path) -> None:
+    w = workload_from_dict({"name": "s", "clusters": [{"name": "c", "uris": ["amqp://127.0.0.1/"]}],
+                            "rate_search": {"start": 100, "max": 10_000, "step": 5}})
+
+    def judge(run_dir: Path, p99: float, ratio: float, producers: int, rate: float) -> rsm.Probe:
+        limit = "a task used 97% of a core: the load generator was the limit" if rate >= 400 else None
+        return rsm.Probe(rate, rate, run_dir.name, rate, 1.0, 0.1, rate < 400, "fake", limit)
+
+    monkeypatch.setattr(rsm, "judge_probe", judge)
+    answer = rsm.search_cluster(w, lambda probe_w: tmp_path / str(probe_w.rate))
+    assert [p.rate for p in answer.probes] == [100, 200, 400]
+    assert answer.highest_pass == 200 and answer.first_fail is None
+    assert answer.ended_by.startswith("stopped: at 400 msg/s a task used 97% of a core")
+    assert "capacity not reached" not in answer.line() and "no failure the broker caused yet" in answer.line()
