@@ -92,6 +92,9 @@ def lateness_child(rate: float, phase: str, seconds: float, url: str, root: str)
         "name": "bench-lateness", "driver": "amqp091", "clusters": [{"name": "local", "uris": [url]}],
         "producers": producers, "consumers": 1, "size": 24, "duration": seconds, "rate": rate / producers,
         "queues": {"name": queue, "durable": False, "auto_delete": True},
+        # amq.direct exists on every broker and is never declared: an older checkout (--root) that
+        # declares its own exchange differently cannot collide with this one
+        "exchange": {"name": "amq.direct"},
         "publisher": {"confirm": True, "confirm_window": 64},
         "consumer": {"prefetch": 500, "multi_ack_every": 50}, "drain_timeout": 10}
     if phase != "old":
