@@ -24,9 +24,9 @@ from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topo
 from rbench.config.uri import AMQP_SCHEMES, BrokerUri, parse_uri
 from rbench.drivers.amqp091_protocol import FLUSH_BYTES, Channel, Connection
 from rbench.drivers.base import OnMessage, PublishSink
-from rbench.drivers.connect import first_that_answers
+from rbench.drivers.connect import first_that_answers, tls_context
 from rbench.drivers.replies import AccessRefused, NotAllowed, PreconditionFailed
-from rbench.errors import BrokerError, CodecError, ConfigError, os_error_text
+from rbench.errors import BrokerError, CodecError, os_error_text
 
 CONNECT_TIMEOUT_S = 9.0
 ACK_LINGER_S = 0.05      # pending multi-acks are sent after this much idle time
@@ -62,16 +62,7 @@ class AmqpUri:
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.tls:
             return None
-        try:
-            ctx = ssl.create_default_context(cafile=self.cacertfile)
-            if self.certfile:
-                ctx.load_cert_chain(self.certfile, self.keyfile)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"{self.masked}: cannot load TLS files ({getattr(exc, 'strerror', None) or exc})") from None
-        if not self.verify:
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        return ctx
+        return tls_context(self.masked, self.cacertfile, self.certfile, self.keyfile, self.verify)
 
 
 async def _connect_one(u: AmqpUri, name: str) -> Connection:

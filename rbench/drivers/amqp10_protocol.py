@@ -22,6 +22,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 from rbench.codec.amqp10 import Described, Symbol, UByte, UInt, ULong, UShort, decode_value_at, encode_value
 from rbench.drivers import replies
 from rbench.drivers._amqp10_link import FrameReader, empty_frame
+from rbench.drivers.connect import tls_context
 from rbench.drivers.replies import AccessRefused, AmqpError, ConnectionLost
 from rbench.errors import BrokerError, CodecError, ConfigError, mask_uri
 
@@ -136,16 +137,7 @@ class Amqp10Uri:
     def ssl_context(self) -> ssl.SSLContext | None:
         if not self.tls:
             return None
-        try:
-            ctx = ssl.create_default_context(cafile=self.cacertfile)
-            if self.certfile:
-                ctx.load_cert_chain(self.certfile, self.keyfile)
-        except (OSError, ssl.SSLError) as exc:
-            raise ConfigError(f"{self.masked}: cannot load TLS files ({getattr(exc, 'strerror', None) or exc})") from None
-        if not self.verify:
-            ctx.check_hostname = False
-            ctx.verify_mode = ssl.CERT_NONE
-        return ctx
+        return tls_context(self.masked, self.cacertfile, self.certfile, self.keyfile, self.verify)
 
 
 class Session:

@@ -8,6 +8,7 @@ in how they open one connection and how they describe their protocol's failures.
 from __future__ import annotations
 
 import asyncio
+import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
@@ -45,3 +46,20 @@ async def first_that_answers(uris: Sequence[str], open_one: Callable[[str], Awai
                 raise
             failures.append(f"{masked}: {reason}")
     raise ConnectError(f"cannot connect to {what}: " + "; ".join(failures))
+
+
+def tls_context(masked_uri: str, cacertfile: str | None, certfile: str | None, keyfile: str | None,
+                verify: bool) -> ssl.SSLContext:
+    """The TLS context of an amqps:// URI's options, the same for every driver.
+
+    Files that cannot be loaded are a ConfigError naming the (masked) URI, before any connection."""
+    try:
+        ctx = ssl.create_default_context(cafile=cacertfile)
+        if certfile:
+            ctx.load_cert_chain(certfile, keyfile)
+    except (OSError, ssl.SSLError) as exc:
+        raise ConfigError(f"{masked_uri}: cannot load TLS files ({getattr(exc, 'strerror', None) or exc})") from None
+    if not verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = ssl.CERT_NONE
+    return ctx
