@@ -147,30 +147,29 @@ def _rate_search(workload: Workload, args: RunOptions, session: Any) -> int:
     rs = workload.rate_search
     assert rs is not None
     folder = Path(args.out) / f"{new_run_id(workload.name)}-search"
-    probes: list[Path] = []
-    stopped: list[str] = []
+    probes: list[str | Path] = []
 
     def run_probe(w: Workload) -> Path:
         result = run_workload(w, folder, session, tasks=args.tasks, progress=not args.quiet)
         probes.append(result.run_dir)
         if result.status != "complete":
-            stopped.append(result.status)
             raise _ProbeStopped(result.status)
         return result.run_dir
 
     answers = []
+    stopped: str | None = None
     print(f"rbench: rate search → {folder}", flush=True)
     for cluster in workload.clusters:
         try:
             answers.append(search_cluster(workload.model_copy(update={"clusters": [cluster]}), run_probe))
-        except _ProbeStopped:
+        except _ProbeStopped as exc:
+            stopped = str(exc)
             break
     if answers:
         write_search(folder, answers, workload)
     reduced = None
-    complete: list[str | Path] = [d for d in probes if (d / "run.json").is_file()]
-    if complete and not args.no_reduce:
-        reduced = reduce_runs(complete, session=session, out=folder / "report", latency_limit_s=rs.slo.p99,
+    if probes and not args.no_reduce:
+        reduced = reduce_runs(probes, session=session, out=folder / "report", latency_limit_s=rs.slo.p99,
                               tolerance=1.0 - rs.slo.consume_ratio, force=True)
     print(f"\nrate search ({len(probes)} probes of {rs.step:g} s; SLO: e2e p99 <= {rs.slo.p99 * 1000:g} ms and consumed >= "
           f"{rs.slo.consume_ratio:g} × target):")
@@ -178,9 +177,9 @@ def _rate_search(workload: Workload, args: RunOptions, session: Any) -> int:
         print(f"  {a.line()}")
     if reduced is not None:
         print(f"report: {reduced.report}")
-    if stopped:
-        print(f"rbench run: rate search {stopped[0]}: the probes so far are kept and reduced", file=sys.stderr)
-        return 130 if stopped[0] == "interrupted" else 3
+    if stopped is not None:
+        print(f"rbench run: rate search {stopped}: the probes so far are kept and reduced", file=sys.stderr)
+        return 130 if stopped == "interrupted" else 3
     return 0
 
 

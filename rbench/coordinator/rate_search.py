@@ -106,10 +106,16 @@ def judge_probe(run_dir: Path, slo_p99_ms: float, consume_ratio: float, producer
     return Probe(rate, target, run_id, consume_rate, e2e_p99, lag_p99, not reasons, why, generator)
 
 
-def next_rate(search: RateSearch, passed: list[float], failed: list[float]) -> float | None:
-    """The next probe's rate per producer, or None when the search is done (bracket or max)."""
+def _bracket(passed: list[float], failed: list[float]) -> tuple[float | None, float | None]:
+    """(last pass, first fail above it): the interval the answer lies in, per producer."""
     lo = max(passed, default=None)
     hi = min((f for f in failed if lo is None or f > lo), default=None)
+    return lo, hi
+
+
+def next_rate(search: RateSearch, passed: list[float], failed: list[float]) -> float | None:
+    """The next probe's rate per producer, or None when the search is done (bracket or max)."""
+    lo, hi = _bracket(passed, failed)
     if hi is None:
         if lo is None:
             return None                           # the first probe failed: nothing below to search
@@ -153,11 +159,9 @@ def search_cluster(workload: Workload, run_probe: Any, out: TextIO | None = None
         if rate is None:
             answer.ended_by = ("bracket within the precision" if passed and failed else
                                "the first probe failed" if not passed else f"met at max ({rs.max:g}/producer)")
-    producers = workload.producers
-    answer.highest_pass = max(passed) * producers if passed else None
-    lo = max(passed, default=None)
-    above = [f for f in failed if lo is None or f > lo]
-    answer.first_fail = min(above) * producers if above else None
+    lo, hi = _bracket(passed, failed)
+    answer.highest_pass = None if lo is None else lo * workload.producers
+    answer.first_fail = None if hi is None else hi * workload.producers
     return answer
 
 
