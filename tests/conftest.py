@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.cluster_fixture import rabbit_cluster  # noqa: F401  (the session fixture of tests marked cluster)
 from tests.loops import LOOP_KINDS, LoopRunner
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")

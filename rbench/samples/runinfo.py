@@ -68,6 +68,7 @@ class RunInfo:
                        "also t_received - t_sent; confirm = t_confirmed - t_sent; all time.time_ns()",
             "host": host_facts(),
             "clusters": [],
+            "faults": [],         # one record per executed fault, any cluster (rbench.samples.faults)
         }
         clusters = {c["name"]: c for c in workload.get("clusters", [])}
         for cp in plan.clusters:
