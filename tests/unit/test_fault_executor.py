@@ -94,6 +94,17 @@ def test_local_executor_maps_verbs_to_script_commands() -> None:
         ex.argv("kill", "mq1")
 
 
+def test_local_check_names_the_nodes_that_are_not_running(tmp_path: Path) -> None:
+    fake = tmp_path / "cluster.sh"
+    fake.write_text('echo "rabbit-1@localhost running pid 10"; echo "rabbit-2@localhost stopped"; '
+                    'echo "rabbit-3@localhost paused pid 12"; exit 3\n')
+    ex = LocalExecutor(60, script=fake)
+    assert ex.check(["rabbit-1"]) is None
+    assert ex.check(["rabbit-1", "rabbit-2@localhost"]) == ("rabbit-2@localhost not running on this machine (stopped); "
+                                                            "start the local cluster with scripts/cluster.sh start")
+    assert (ex.check(["rabbit-3"]) or "").startswith("rabbit-3@localhost not running on this machine (paused pid 12)")
+
+
 def test_the_script_refuses_bad_arguments_in_one_line() -> None:
     for args in (["kill", "x"], ["status", "99"], ["frobnicate"]):
         r = subprocess.run(["bash", str(script_path()), *args], capture_output=True, text=True)
