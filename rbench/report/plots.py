@@ -227,7 +227,7 @@ def fault_plot(faults: list[dict[str, Any]], path: Path) -> Path:
         ax.yaxis.set_major_formatter(FuncFormatter(_rate_fmt))
         ax.set_ylim(bottom=0)
         ax.set_ylabel("msg/s")
-        ax.set_title(f"fault {int(f['index']) + 1}: {f['action']} {f['node']} on {f['cluster']} at {f['at_s']:.1f} s "
+        ax.set_title(f"fault {int(f['index']) + 1}: {f['action']} {f['node']} on {f['cluster']} at {f['at_s']:.2f} s "
                      f"(red: until the node was back, darker: node down)", fontsize=10)
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="lower right", ncol=2)

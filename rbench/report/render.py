@@ -293,7 +293,7 @@ def render_report(out_dir: Path, steps: list[dict[str, Any]], timeline: list[dic
         images["faults"] = plots.fault_plot(fault_rows, out_dir / "faults.png")
     if broker:
         from rbench.report.broker_plots import broker_plot
-        images["broker"] = broker_plot(timeline, broker, phases or [], out_dir / "broker.png")
+        images["broker"] = broker_plot(timeline, broker, phases or [], out_dir / "broker.png", faults=fault_rows)
     path = out_dir / "report.html"
     path.write_text(report_html(steps, board, notes, meta, images, phases, faults))
     return path
