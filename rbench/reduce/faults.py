@@ -3,7 +3,7 @@
 Nothing here scans samples: the per-second counts are the timeline's (plus the ack confirms per second
 the counting pass adds for faulted clusters), the message fates come from the message pass
 (rbench.reduce.stats.FaultCounts), the rules from rbench.reduce.recovery and the clients' reconnects
-from run.json (rbench.samples.faults). A run without faults gets no rows, no files and no section.
+from run.json (rbench.samples.faults, rbench.samples.reconnects). A run without faults gets no rows, no files and no section.
 """
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ from rbench.reduce.recovery import (
 )
 from rbench.reduce.stats import MAX_FAULTS, FaultCounts
 from rbench.samples.conventions import shown_step
-from rbench.samples.faults import Fault, Reconnect, read_faults, read_reconnects
+from rbench.samples.faults import FaultRecord, read_faults
+from rbench.samples.reconnects import Reconnect, read_reconnects
 
 FATES = ("lost", "connection_lost", "connection_lost_consumed", "duplicated", "reordered", "redelivered")
 # (column, type, how it is measured): faults.csv/json columns in order; the report prints the method beside each figure
@@ -142,7 +143,7 @@ def fault_figures(runs: list[Any], steps: list[dict[str, Any]], timeline: list[d
     return rows, notes
 
 
-def _cluster_rows(run: Any, cluster: str, t0: int, faults: list[Fault], windows: list[dict[str, Any]],
+def _cluster_rows(run: Any, cluster: str, t0: int, faults: list[FaultRecord], windows: list[dict[str, Any]],
                   timeline: list[dict[str, Any]], counts: FaultCounts, notes: list[str]) -> list[dict[str, Any]]:
     tl = [t for t in timeline if t["run_id"] == run.run_id and t["cluster"] == cluster]
     consumed = {int(t["second"]): int(t["consumed"]) for t in tl}
@@ -155,7 +156,7 @@ def _cluster_rows(run: Any, cluster: str, t0: int, faults: list[Fault], windows:
     disturbed: list[tuple[int, int]] = []
     out = []
     for f in faults:
-        where = f"{run.run_id}: cluster {cluster} fault {f.shown} ({f.action} {f.node})"
+        where = f"{run.run_id}: cluster {cluster} fault {f.index + 1} ({f.action} {f.node})"
         if not f.ok:
             notes.append(f"{where}: the action failed ({f.error or 'no reason given'}); its figures describe the run "
                          f"around the attempt")

@@ -134,8 +134,9 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
 
 def _check_faults(run: Any) -> bool:
     """Whether run.json lists faults; its faults and reconnects are read once here so a malformed entry is one
-    error line before a JVM starts (rbench.samples.faults)."""
-    from rbench.samples.faults import read_faults, read_reconnects
+    error line before a JVM starts (rbench.samples.faults, rbench.samples.reconnects)."""
+    from rbench.samples.faults import read_faults
+    from rbench.samples.reconnects import read_reconnects
 
     for c in run.clusters:
         read_reconnects(run.data, str(c.get("name")))

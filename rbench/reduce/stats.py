@@ -54,7 +54,8 @@ from pyspark.sql import types as T
 
 from rbench.reduce.percentiles import bucket_of, finish_ranks, plan_ranks
 from rbench.reduce.recovery import fault_window, first_after
-from rbench.samples.faults import CONNECTION_LOST, Fault
+from rbench.samples.faults import FaultRecord
+from rbench.samples.reconnects import CONNECTION_LOST_OUTCOME
 from rbench.samples.schema import MAY_BE_DELIVERED, OUTCOMES
 
 PERCENTILES: tuple[float, ...] = (0.5, 0.75, 0.95, 0.99, 0.999)
@@ -78,7 +79,7 @@ TL_PCTS: tuple[float, ...] = (0.5, 0.99)
 # kinds of counting-pass entries: k = kind << 48 | id
 PUBRATE, CONFRATE, OUTCOME, HIST, TLPUB, CONRATE, DELIV, TLHIST, STALE, TLCONF, FIRSTCONF = range(1, 12)
 # a loss is an expected copy never consumed; a message in flight at a cut was never confirmed and is not one
-LOSS_OUTCOMES: tuple[str, ...] = tuple(o for o in MAY_BE_DELIVERED if o != CONNECTION_LOST)
+LOSS_OUTCOMES: tuple[str, ...] = tuple(o for o in MAY_BE_DELIVERED if o != CONNECTION_LOST_OUTCOME)
 MAX_FAULTS = 62                                # fault windows of one cluster a message can be in (bits of a long)
 _SHIFT = 48
 _SEC_OFF = 1 << 31                             # TLHIST id = rc << 32 | (second + 2^31)
@@ -88,7 +89,7 @@ NO_LAT = -(1 << 62)
 class Plan:
     """Integer ids for the windows of run.json (gid = row index) and the (run, cluster) pairs (rc)."""
 
-    def __init__(self, window_rows: list[tuple[Any, ...]], faults: list[tuple[str, Fault]] | None = None) -> None:
+    def __init__(self, window_rows: list[tuple[Any, ...]], faults: list[tuple[str, FaultRecord]] | None = None) -> None:
         """``faults``: (run_id, fault) of every fault of run.json, in (run, cluster, index) order."""
         self.rows = window_rows
         self.rc: dict[tuple[str, str], int] = {}
@@ -99,7 +100,7 @@ class Plan:
             self.t0[rc] = min(self.t0.get(rc, r[9]), r[9])
             self.by_rc.setdefault(rc, []).append((gid, r[2], r[6], r[5]))
         # rc -> its faults in bit order (the cluster's first MAX_FAULTS by index) with their windows [lo, hi)
-        self.faults: dict[int, list[tuple[Fault, int, int]]] = {}
+        self.faults: dict[int, list[tuple[FaultRecord, int, int]]] = {}
         for run_id, f in faults or []:
             frc = self.rc.get((run_id, f.cluster))
             if frc is not None and len(self.faults.get(frc, [])) < MAX_FAULTS:
@@ -417,7 +418,7 @@ def message_pass(samples: Any, plan: Plan) -> dict[tuple[int, int], dict[str, in
             "seq", *nulls, *fault_cols(rc, F.lit(None)))
         frames.append(pub)
         if rc in plan.faults:                    # in flight at a cut: matched against a delivery on any queue
-            frames.append(df.where((F.col("outcome") == CONNECTION_LOST) & keep).select(
+            frames.append(df.where((F.col("outcome") == CONNECTION_LOST_OUTCOME) & keep).select(
                 F.lit(CUT).cast("byte").alias("src"), F.lit(rc).alias("rc"), "producer",
                 F.lit(None).cast("string").alias("queue"), "seq", *nulls, *fault_cols(rc, F.lit(None))))
     if not frames:
@@ -628,11 +629,12 @@ class FaultCounts:
     confirmed: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict)           # second → ack confirms
 
 
-def run_faults(samples: Any) -> list[tuple[str, Fault]]:
+def run_faults(samples: Any) -> list[tuple[str, FaultRecord]]:
     """(run_id, fault) for every fault of the runs' run.json, in (run, cluster, index) order."""
     from rbench.samples.faults import read_faults
 
-    return [(run.run_id, f) for run in samples.runs for f in read_faults(run.data)]
+    return [(run.run_id, f) for run in samples.runs
+            for f in sorted(read_faults(run.data), key=lambda f: (f.cluster, f.index))]
 
 
 def _fault_counts(plan: Plan, hist: pa.Table | None, msgs: dict[tuple[int, int], dict[str, int]]) -> FaultCounts:

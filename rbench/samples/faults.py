@@ -1,37 +1,39 @@
-"""What run.json says about the faults of a run and the clients' reconnects (docs/parquet.md, run.json).
+"""run.json's ``faults``: every fault action the coordinator executed, one record each.
 
-The coordinator executes the workload's ``faults`` and logs each action in run.json; the tasks log
-every connection they lost and got back. The reduce reads both only through these two functions, so
-where the keys live in run.json is stated once: an older run without them simply has no faults.
+The reduce reads the records only through :func:`read_faults`, so where they live and what they hold
+is stated once. Times are ``time.time_ns()`` wall clock, like the samples': ``t_start_ns``/``t_end_ns``
+bracket the fault action (the node is down, stopped or paused from ``t_end_ns``),
+``t_back_start_ns``/``t_back_end_ns`` the action that brought the node back; both null when the node
+was not brought back during the run. A run from before faults existed has none.
 
-Times are wall-clock ns (``time.time_ns()``, the samples' clock). A fault starts at ``t_start_ns``
-(the action began), the action ended at ``t_end_ns`` (the node is down, stopped or paused from then),
-a restart/resume ran from ``t_back_start_ns`` to ``t_back_end_ns`` (the node is back); both null when
-the node was not brought back during the run.
+(The fault executor's branch writes the same record with the same names: ``FaultRecord``,
+``read_faults``; at merge one module stays.)
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from rbench.errors import SinkError
 
-# The published outcome of a message in flight when its connection died: no confirm came, it is never
-# re-sent, and if a consumer got it anyway it counts as delivered (never as lost). samples/schema.py's
-# OUTCOMES gains it with the clients' reconnect; readers compare outcome strings.
-CONNECTION_LOST = "connection_lost"
 FAULT_ACTIONS: tuple[str, ...] = ("kill", "stop", "pause", "restart")
+_FIELDS: dict[str, tuple[type, ...]] = {
+    "cluster": (str,), "index": (int,), "action": (str,), "node": (str,), "at_s": (float, int),
+    "restart_after_s": (float, int, type(None)), "t_start_ns": (int,), "t_end_ns": (int,),
+    "t_back_start_ns": (int, type(None)), "t_back_end_ns": (int, type(None)), "ok": (bool,), "error": (str, type(None)),
+}
 
 
 @dataclass(frozen=True)
-class Fault:
-    """One executed fault action of run.json ``faults`` (``index`` is 0-based; people read fault index + 1)."""
+class FaultRecord:
+    """One executed fault on one cluster; ``index`` is 0-based (people read fault index + 1)."""
 
     cluster: str
     index: int
-    action: str
+    action: str                      # kill | stop | pause | restart
     node: str
-    at_s: float
+    at_s: float                      # planned: seconds after the cluster's t0
     restart_after_s: float | None
     t_start_ns: int
     t_end_ns: int
@@ -40,96 +42,34 @@ class Fault:
     ok: bool
     error: str | None
 
-    @property
-    def shown(self) -> int:
-        """The fault number people read (counted from 1, like steps)."""
-        return self.index + 1
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any], where: str = "faults") -> FaultRecord:
+        """One record; ValueError names the field that is missing or of the wrong type."""
+        if not isinstance(data, Mapping):
+            raise ValueError(f"{where}: expected an object, got {type(data).__name__}")
+        for name, types in _FIELDS.items():
+            if name not in data:
+                raise ValueError(f"{where}.{name}: missing")
+            value = data[name]
+            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+                raise ValueError(f"{where}.{name}: expected {' or '.join(t.__name__ for t in types)}, got {value!r}")
+        if data["action"] not in FAULT_ACTIONS:
+            raise ValueError(f"{where}.action: expected one of {', '.join(FAULT_ACTIONS)}, got {data['action']!r}")
+        restart = data["restart_after_s"]
+        return cls(cluster=data["cluster"], index=data["index"], action=data["action"], node=data["node"],
+                   at_s=float(data["at_s"]), restart_after_s=None if restart is None else float(restart),
+                   t_start_ns=data["t_start_ns"], t_end_ns=data["t_end_ns"], t_back_start_ns=data["t_back_start_ns"],
+                   t_back_end_ns=data["t_back_end_ns"], ok=data["ok"], error=data["error"])
 
 
-@dataclass(frozen=True)
-class Reconnect:
-    """One connection a task lost (and got back at ``t_back_ns``, null if never during the run)."""
-
-    task: int
-    t_lost_ns: int
-    t_back_ns: int | None
-    uri: str | None
-    in_flight: int          # messages in flight at the cut (written with outcome connection_lost)
-    skipped: int            # schedule slots not published while disconnected
-
-
-def _field(where: str, entry: dict[str, Any], key: str, kind: type, optional: bool = False) -> Any:
-    """``entry[key]`` as ``kind`` (an int is a float too; a bool is neither); a SinkError naming the field otherwise."""
-    value = entry.get(key)
-    if value is None and optional:
-        return None
-    number = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if kind is float and isinstance(value, (int, float)) and number:
-        return float(value)
-    if (kind is int and number and isinstance(value, int)) or (kind is str and isinstance(value, str)):
-        return value
-    raise SinkError(f"run.json {where}.{key}: expected {'null or ' if optional else ''}{kind.__name__}, got {value!r}")
-
-
-def read_faults(run: dict[str, Any]) -> list[Fault]:
-    """run.json ``faults`` (top level, one entry per executed action, with its cluster), in (cluster, index)
-    order; [] when the run had none. A malformed entry is a SinkError naming the field."""
-    raw = run.get("faults")
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        raise SinkError(f"run.json faults: expected a list, got {type(raw).__name__}")
-    out = []
-    for i, e in enumerate(raw):
-        where = f"faults[{i}]"
-        if not isinstance(e, dict):
-            raise SinkError(f"run.json {where}: expected an object, got {type(e).__name__}")
-        action = _field(where, e, "action", str)
-        if action not in FAULT_ACTIONS:
-            raise SinkError(f"run.json {where}.action: expected one of {', '.join(FAULT_ACTIONS)}, got {action!r}")
-        out.append(Fault(
-            cluster=_field(where, e, "cluster", str), index=_field(where, e, "index", int), action=action,
-            node=_field(where, e, "node", str), at_s=_field(where, e, "at_s", float),
-            restart_after_s=_field(where, e, "restart_after_s", float, optional=True),
-            t_start_ns=_field(where, e, "t_start_ns", int), t_end_ns=_field(where, e, "t_end_ns", int),
-            t_back_start_ns=_field(where, e, "t_back_start_ns", int, optional=True),
-            t_back_end_ns=_field(where, e, "t_back_end_ns", int, optional=True),
-            ok=bool(e.get("ok", True)), error=_field(where, e, "error", str, optional=True)))
-    return sorted(out, key=lambda f: (f.cluster, f.index))
-
-
-def _reconnect_entries(run: dict[str, Any], cluster: str) -> tuple[str, list[Any]]:
-    """Where a cluster's reconnects are in run.json, and the raw list. Tried in this order: the cluster's
-    entry (``clusters[i].reconnects``), the top level keyed by cluster (``reconnects.<cluster>``), a top-level
-    list whose entries name their cluster, and the tasks' results (``clusters[i].task_results[j].reconnects``)."""
-    for i, c in enumerate(run.get("clusters") or []):
-        if isinstance(c, dict) and c.get("name") == cluster:
-            if c.get("reconnects") is not None:
-                return f"clusters[{i}].reconnects", c["reconnects"]
-            from_tasks = [r for t in c.get("task_results") or [] if isinstance(t, dict) for r in t.get("reconnects") or []]
-            if from_tasks:
-                return f"clusters[{i}].task_results[].reconnects", from_tasks
-    top = run.get("reconnects")
-    if isinstance(top, dict):
-        return f"reconnects.{cluster}", top.get(cluster) or []
-    if isinstance(top, list):
-        return "reconnects", [r for r in top if isinstance(r, dict) and r.get("cluster") == cluster]
-    return "reconnects", []
-
-
-def read_reconnects(run: dict[str, Any], cluster: str) -> list[Reconnect]:
-    """Every connection the cluster's tasks lost during the run, by ``t_lost_ns``; [] when none was logged."""
-    where, raw = _reconnect_entries(run, cluster)
-    if not isinstance(raw, list):
-        raise SinkError(f"run.json {where}: expected a list, got {type(raw).__name__}")
-    out = []
-    for i, e in enumerate(raw):
-        w = f"{where}[{i}]"
-        if not isinstance(e, dict):
-            raise SinkError(f"run.json {w}: expected an object, got {type(e).__name__}")
-        out.append(Reconnect(task=_field(w, e, "task", int), t_lost_ns=_field(w, e, "t_lost_ns", int),
-                             t_back_ns=_field(w, e, "t_back_ns", int, optional=True),
-                             uri=_field(w, e, "uri", str, optional=True),
-                             in_flight=int(_field(w, e, "in_flight", int, optional=True) or 0),
-                             skipped=int(_field(w, e, "skipped", int, optional=True) or 0)))
-    return sorted(out, key=lambda r: (r.t_lost_ns, r.task))
+def read_faults(run: Mapping[str, Any], cluster: str | None = None) -> list[FaultRecord]:
+    """The fault records of a loaded run.json, in the order they were executed (only ``cluster``'s when
+    given); [] for a run without faults. A malformed record is a SinkError naming the field."""
+    raw = run.get("faults") or []
+    try:
+        if not isinstance(raw, list):
+            raise ValueError(f"faults: expected a list, got {type(raw).__name__}")
+        records = [FaultRecord.from_json(r, f"faults[{i}]") for i, r in enumerate(raw)]
+    except ValueError as exc:
+        raise SinkError(f"run.json: {exc}") from None
+    return [r for r in records if cluster is None or r.cluster == cluster]
