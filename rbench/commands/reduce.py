@@ -53,6 +53,13 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: {note}")
     print(stale_line(result.clusters))
     print(f"steps: {result.out_dir / 'steps.parquet'} ({len(result.steps)} steps)")
+    if result.faults:
+        from rbench.coordinator.summary import fault_line
+
+        several = len({(f["run_id"], f["cluster"]) for f in result.faults}) > 1
+        for f in result.faults:
+            print(fault_line(f, with_cluster=several))
+        print(f"faults: {result.out_dir / 'faults.csv'} ({len(result.faults)} faults)")
     print(f"leaderboard: {result.out_dir / 'leaderboard.md'}")
     print(f"report: {result.report}")
     if args.history:

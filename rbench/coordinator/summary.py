@@ -26,6 +26,35 @@ def cluster_totals(info: dict[str, Any]) -> dict[str, dict[str, int]]:
             for c in info["clusters"]}
 
 
+def _n(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def fault_line(f: dict[str, Any], with_cluster: bool = False) -> str:
+    """One fault of the reduce (rbench.reduce.faults) in one line: when, the first confirm after it, when the
+    consume rate was back, and what it cost in its window (the same figures as faults.csv)."""
+    back = "not back during the run" if f.get("back_s") is None else f"back {f['back_s']:.1f} s"
+    head = (f"{f['cluster']}: " if with_cluster else "") + f"fault {int(f['index']) + 1} {f['action']} {f['node']} at {f['at_s']:.1f} s ({back})"
+    if not f.get("ok", True):
+        head += f" FAILED ({f.get('error') or 'no reason given'})"
+    wait = f.get("first_confirm_s")
+    first = ("no confirm after it" if wait is None else
+             f"first confirm after {wait:.2f} s" if wait >= 0.01 else f"first confirm after {wait * 1000:.1f} ms")
+    if f.get("consume_back"):
+        rate = f"consume rate back after {f['consume_back_s']:.1f} s"
+    elif f.get("consume_back") is False:
+        lowest = f.get("consume_lowest_rate")
+        rate = "consume rate not back" + ("" if lowest is None else f" (lowest {lowest:,.0f}/s)")
+    else:
+        rate = f"consume rate back: not measurable ({f.get('recovery_note')})"
+    cut = f"in flight at the cut {_n(f.get('connection_lost'))} ({_n(f.get('connection_lost_consumed'))} consumed)"
+    line = (f"{head}: {first}, {rate}, lost {_n(f.get('lost'))}, {cut}, duplicated {_n(f.get('duplicated'))}, "
+            f"reordered {_n(f.get('reordered'))}")
+    if f.get("reconnect_max_s") is not None:
+        line += f", longest reconnect {f['reconnect_max_s']:.2f} s"
+    return line
+
+
 def print_summary(run_dir: Path, reduced: Any = None, out: TextIO | None = None) -> None:
     """Print the run's status, its per-step table (from ``reduced``, a ReduceResult) and per-cluster totals."""
     info = json.loads((run_dir / "run.json").read_text())
@@ -72,6 +101,9 @@ def print_summary(run_dir: Path, reduced: Any = None, out: TextIO | None = None)
         print(f"{name}: published {counts['published']:,}, confirmed {counts['confirmed']:,}, "
               f"consumed {counts['consumed']:,}, nacked {counts['nacked']}, returned {counts['returned']}, "
               f"confirm timeouts {counts['timeout']}{extra}", file=out)
+    faults = list(getattr(reduced, "faults", None) or [])
+    for f in faults:
+        print(fault_line(f, with_cluster=len({x["cluster"] for x in faults}) > 1), file=out)
     if reduced is None:
         print(f"per-step figures: rbench reduce {run_dir}", file=out)
     else:

@@ -171,6 +171,9 @@ def test_report_files_are_written_and_say_how(reduced: Any, synth: SynthRun) -> 
     assert pq.read_table(out / "steps.parquet").num_rows == 6
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 4 and "<img" in html and 'src="http' not in html
+    # a run without faults: no fault figures, files, section or shading
+    assert reduced.faults == [] and not (out / "faults.csv").exists() and not (out / "faults.json").exists()
+    assert "Faults" not in html and not (out / "faults.png").exists()
     assert "warm-up" in html and "rank error 0" in html and "t_received - t_intended" in html
     md = (out / "leaderboard.md").read_text()
     assert "| 1 | fast |" in md and "Highest matched target" in md and "costs.yaml" in md
