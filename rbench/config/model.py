@@ -6,6 +6,7 @@ can read a workload file without a glossary; `rbench perftest` maps its flags he
 """
 from __future__ import annotations
 
+import re
 import string
 from typing import Annotated, Any, Literal
 
@@ -387,6 +388,22 @@ class BrokerMetrics(_Model):
     management_port: int = Field(default=15672, gt=0, lt=65536)
     prometheus_port: int = Field(default=15692, gt=0, lt=65536)
     management_scheme: Literal["http", "https"] = "http"
+    management_urls: list[str] | None = Field(
+        default=None, min_length=1,
+        description="Management API bases (http://HOST:PORT/api), the first that answers speaks for the cluster; "
+                    "default: each URI host at management_port.")
+    prometheus_urls: list[str] | None = Field(
+        default=None, min_length=1,
+        description="Every node's metrics endpoint (http://HOST:PORT/metrics); default: each URI host at "
+                    "prometheus_port. List them when nodes share a host on different ports.")
+
+    @field_validator("management_urls", "prometheus_urls")
+    @classmethod
+    def _http_urls(cls, urls: list[str] | None) -> list[str] | None:
+        for url in urls or []:
+            if not re.match(r"^https?://[^/\s]+", url):
+                raise ValueError(f"expected http:// or https:// URLs, got {url!r}")
+        return urls
 
 
 class Fault(_Model):
