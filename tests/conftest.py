@@ -46,6 +46,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "loops(*kinds): run this test's `run` fixture on these loop kinds only")
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``cluster`` run last: the 3-node cluster they share starts once, and its three Erlang
+    VMs (about 10 % of a core each, idle) do not run beside every other test of the session."""
+    items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)    # stable: order kept otherwise
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """Every test using `run` runs once per event loop kind (tests/loops.py)."""
     if "loop_kind" in metafunc.fixturenames:
