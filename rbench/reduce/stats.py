@@ -61,7 +61,7 @@ PERCENTILE_METHOD = ("exact over every measured message: linear interpolation be
                      "(numpy 'linear', Spark percentile(), DuckDB quantile_cont), selected with numpy.partition in one "
                      "Spark task per cluster (rbench.reduce.stats.step_latencies); rank error 0")
 KEY = ["run_id", "cluster", "step"]
-OUTCOME_COLS = ("acked", "nacked", "returned", "timeout", "unconfirmed")   # steps columns, one per OUTCOMES entry
+OUTCOME_COLS = ("acked", "nacked", "returned", "timeout", "unconfirmed", "connection_lost")   # steps columns, one per OUTCOMES entry
 assert len(OUTCOME_COLS) == len(OUTCOMES)
 METRICS = tuple(LATENCIES)                     # e2e, e2e_sent, confirm, send_lag: index into ranks[(gid, index)]
 TL_PCTS: tuple[float, ...] = (0.5, 0.99)
