@@ -58,6 +58,7 @@ class SynthSpec:
     p_nack: float = 0.004
     p_returned: float = 0.003
     p_timeout: float = 0.003
+    p_connection_lost: float = 0.003     # in flight at a cut: delivered (or lost) like an ack
     p_lost: float = 0.004
     p_dup: float = 0.005
     p_reorder: float = 0.005
@@ -157,15 +158,17 @@ def make_run(root: Path, spec: SynthSpec | None = None) -> SynthRun:
                 outcome_idx[u < spec.p_nack] = 1
                 outcome_idx[(u >= spec.p_nack) & (u < spec.p_nack + spec.p_returned)] = 2
                 outcome_idx[(u >= spec.p_nack + spec.p_returned) & (u < spec.p_nack + spec.p_returned + spec.p_timeout)] = 3
+                cut = spec.p_nack + spec.p_returned + spec.p_timeout
+                outcome_idx[(u >= cut) & (u < cut + spec.p_connection_lost)] = 5
             else:
                 outcome_idx[:] = 4
             conf_lat = rng.exponential(1.5e6, t_int.size).astype(np.int64) + 300_000
-            t_conf = np.where(np.isin(outcome_idx, [3, 4]), 0, t_sent + conf_lat)
-            conf_null = np.isin(outcome_idx, [3, 4])
+            t_conf = np.where(np.isin(outcome_idx, [3, 4, 5]), 0, t_sent + conf_lat)
+            conf_null = np.isin(outcome_idx, [3, 4, 5])
             queue_idx = prod % spec.queues
             task = (queue_idx % spec.tasks).astype(np.int32)
-            # delivery: everything that reached a queue (ack, timeout, unconfirmed), minus lost
-            delivered = np.isin(outcome_idx, [0, 3, 4]) & (rng.random(t_int.size) >= spec.p_lost)
+            # delivery: everything that reached a queue (ack, timeout, unconfirmed, connection_lost), minus lost
+            delivered = np.isin(outcome_idx, [0, 3, 4, 5]) & (rng.random(t_int.size) >= spec.p_lost)
             order = np.argsort(t_sent[delivered], kind="stable")
             d_idx = np.flatnonzero(delivered)[order]
             arrive = (t_sent[d_idx] - t0) / 1e9 + 0.0002

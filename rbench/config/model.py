@@ -454,6 +454,8 @@ class Workload(_Model):
     regress: Regress | None = Field(default=None, description="Thresholds for `rbench regress` (not part of the workload hash).")
     variable_size: list[SizeStep] | None = Field(default=None, description="Body sizes cycled over time, each held for its duration (PerfTest -vs).")
     startup_timeout: Seconds = Field(default=0.0, description="Keep retrying a broker that refuses connections this long before failing (PerfTest --servers-startup-timeout).")
+    reconnect_timeout: Seconds = Field(default=60.0, ge=0, description="When a task's broker connection is lost mid-run, reconnect (next URI first) "
+                                                                  "for up to this long before failing the task; 0 = fail at once (docs/drivers.md).")
     progress: Progress = Field(default_factory=Progress)
     broker_metrics: BrokerMetrics = Field(default_factory=BrokerMetrics)
     faults: list[Fault] = Field(default_factory=list, max_length=100,

@@ -127,6 +127,7 @@ class TaskPlan:
     confirm_timeout_s: float | None = 30.0
     warmup_s: float = 0.0
     drain_timeout_s: float = 10.0
+    reconnect_timeout_s: float = 60.0           # ride through a lost connection this long; 0 = a loss fails the task
     control: tuple[str, int] | None = None      # coordinator's progress/control endpoint
     metrics_port: int | None = None
     seed: int = 0

@@ -276,6 +276,7 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
                 c.update(watchers.stop())
                 info.data["faults"].extend(watchers.fault_records)
             c["task_results"] = results
+            info.set_reconnects(cluster.name, results)
             _mark_task_instants(timings, cluster.name, control.board.first_seen.get(cluster.name), results)
             c["metrics_endpoints"] = sorted(v for (name, _), v in control.board.metrics_endpoints.items() if name == cluster.name)
             t0 = min((r["t0_ns"] for r in results if r.get("t0_ns")), default=control.board.t0_ns.get(cluster.name))

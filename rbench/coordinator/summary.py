@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from rbench.samples.conventions import shown_step
 
-TOTALS = ("published", "confirmed", "consumed", "nacked", "returned", "timeout")
+TOTALS = ("published", "confirmed", "consumed", "nacked", "returned", "timeout", "connection_lost")
 
 
 def _ms(value: float | None) -> str:
@@ -53,6 +53,21 @@ def fault_line(f: dict[str, Any], with_cluster: bool = False) -> str:
     if f.get("reconnect_max_s") is not None:
         line += f", longest reconnect {f['reconnect_max_s']:.2f} s"
     return line
+
+
+def print_reconnects(cluster: dict[str, Any], out: TextIO | None = None) -> None:
+    """One line per lost connection a task of ``cluster`` rode through (run.json ``reconnects``)."""
+    skipped = sum(int(s.get("skipped_disconnected", 0)) for s in cluster.get("steps", []))
+    for r in cluster.get("reconnects", []):
+        if r["t_back_ns"] is None:
+            back = "never back"
+        else:
+            back = f"back after {(r['t_back_ns'] - r['t_lost_ns']) / 1e9:.2f} s on {r['uri']}"
+        print(f"{cluster['name']} task {r['task']}: connection lost, {back}; {r['in_flight']} in flight "
+              f"(connection_lost), {r['skipped']} scheduled message(s) not sent while disconnected", file=out)
+    if skipped and cluster.get("reconnects"):
+        print(f"{cluster['name']}: {skipped} scheduled message(s) skipped while disconnected in all "
+              f"(run.json steps[].skipped_disconnected)", file=out)
 
 
 def print_summary(run_dir: Path, reduced: Any = None, out: TextIO | None = None) -> None:
@@ -98,9 +113,12 @@ def print_summary(run_dir: Path, reduced: Any = None, out: TextIO | None = None)
                      f" (measured messages)")
         if stale.get(name):
             extra += f", stale {stale[name]:,} (left in the queue by an earlier run: ignored)"
+        lost_conn = f", connection lost {counts['connection_lost']}" if counts["connection_lost"] else ""
         print(f"{name}: published {counts['published']:,}, confirmed {counts['confirmed']:,}, "
               f"consumed {counts['consumed']:,}, nacked {counts['nacked']}, returned {counts['returned']}, "
-              f"confirm timeouts {counts['timeout']}{extra}", file=out)
+              f"confirm timeouts {counts['timeout']}{lost_conn}{extra}", file=out)
+    for c in info["clusters"]:
+        print_reconnects(c, out)
     faults = list(getattr(reduced, "faults", None) or [])
     for f in faults:
         print(fault_line(f, with_cluster=len({x["cluster"] for x in faults}) > 1), file=out)

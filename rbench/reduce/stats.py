@@ -55,8 +55,7 @@ from pyspark.sql import types as T
 from rbench.reduce.percentiles import bucket_of, finish_ranks, plan_ranks
 from rbench.reduce.recovery import fault_window, first_after
 from rbench.samples.faults import FaultRecord
-from rbench.samples.reconnects import CONNECTION_LOST_OUTCOME
-from rbench.samples.schema import MAY_BE_DELIVERED, OUTCOMES
+from rbench.samples.schema import CONNECTION_LOST, MAY_BE_DELIVERED, MAY_BE_LOST, OUTCOMES
 
 PERCENTILES: tuple[float, ...] = (0.5, 0.75, 0.95, 0.99, 0.999)
 PCT_NAMES: tuple[str, ...] = ("p50", "p75", "p95", "p99", "p999")
@@ -71,15 +70,13 @@ PERCENTILE_METHOD = ("exact over every measured message: linear interpolation be
                      "(numpy 'linear', Spark percentile(), DuckDB quantile_cont), selected with numpy.partition in one "
                      "Spark task per cluster (rbench.reduce.stats.step_latencies); rank error 0")
 KEY = ["run_id", "cluster", "step"]
-OUTCOME_COLS = ("acked", "nacked", "returned", "timeout", "unconfirmed")   # steps columns, one per OUTCOMES entry
+OUTCOME_COLS = ("acked", "nacked", "returned", "timeout", "unconfirmed", "connection_lost")   # steps columns, one per OUTCOMES entry
 assert len(OUTCOME_COLS) == len(OUTCOMES)
 METRICS = tuple(LATENCIES)                     # e2e, e2e_sent, confirm, send_lag: index into ranks[(gid, index)]
 TL_PCTS: tuple[float, ...] = (0.5, 0.99)
 
 # kinds of counting-pass entries: k = kind << 48 | id
 PUBRATE, CONFRATE, OUTCOME, HIST, TLPUB, CONRATE, DELIV, TLHIST, STALE, TLCONF, FIRSTCONF = range(1, 12)
-# a loss is an expected copy never consumed; a message in flight at a cut was never confirmed and is not one
-LOSS_OUTCOMES: tuple[str, ...] = tuple(o for o in MAY_BE_DELIVERED if o != CONNECTION_LOST_OUTCOME)
 MAX_FAULTS = 62                                # fault windows of one cluster a message can be in (bits of a long)
 _SHIFT = 48
 _SEC_OFF = 1 << 31                             # TLHIST id = rc << 32 | (second + 2^31)
@@ -413,12 +410,12 @@ def message_pass(samples: Any, plan: Plan) -> dict[tuple[int, int], dict[str, in
         # a faulted cluster's run figures need every message whose step has a window, not only measured ones
         keep = plan.gid_tagged(rc).isNotNull() if rc in plan.faults else gm.isNotNull()
         nulls = [F.lit(None).cast("long").alias("t"), F.lit(None).cast("long").alias("gt"), gm.alias("gm")]
-        pub = df.where(F.col("outcome").isin(*LOSS_OUTCOMES) & keep).select(
+        pub = df.where(F.col("outcome").isin(*MAY_BE_LOST) & keep).select(
             F.lit(CANDIDATE).cast("byte").alias("src"), F.lit(rc).alias("rc"), "producer", _expected_queue(routes.get(run_id)),
             "seq", *nulls, *fault_cols(rc, F.lit(None)))
         frames.append(pub)
         if rc in plan.faults:                    # in flight at a cut: matched against a delivery on any queue
-            frames.append(df.where((F.col("outcome") == CONNECTION_LOST_OUTCOME) & keep).select(
+            frames.append(df.where((F.col("outcome") == OUTCOMES[CONNECTION_LOST]) & keep).select(
                 F.lit(CUT).cast("byte").alias("src"), F.lit(rc).alias("rc"), "producer",
                 F.lit(None).cast("string").alias("queue"), "seq", *nulls, *fault_cols(rc, F.lit(None))))
     if not frames:

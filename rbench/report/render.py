@@ -25,6 +25,7 @@ STEP_COLUMNS = [
     ("generator_bound", "generator-bound"), ("gen_cpu_max", "task CPU (max, cores)"), ("gen_loop_lag_p99_ms", "task loop lag p99"),
     ("gen_window_full_min", "window full (min share)"), ("published", "measured published"), ("deliveries", "measured deliveries"),
     ("nacked", "nacked"), ("returned", "returned"), ("timeout", "confirm timeout"), ("unconfirmed", "unconfirmed"),
+    ("connection_lost", "connection lost"),
     ("lost", "lost"), ("duplicated", "duplicated"), ("reordered", "reordered"), ("redelivered", "redelivered"),
     ("broker_cpu_us_per_msg", "broker CPU µs/msg"), ("broker_mem_peak_mb", "broker mem peak MiB"),
     ("window_s", "window s"),
@@ -215,10 +216,12 @@ def report_html(steps: list[dict[str, Any]], board: dict[str, Any], notes: list[
     parts.append("<h2>How each number is measured</h2><ul class='method'>")
     for item in [meta["rate_method"], meta["measured_set"], "percentiles: " + meta["percentile_method"],
                  *[f"{k}: {v}" for k, v in meta["latencies"].items()], meta["match_rule"],
-                 "lost: measured published message with outcome ack or unconfirmed never received by any consumer in the run",
+                 "lost: measured published message with outcome ack, unconfirmed or connection_lost never received by any "
+                 "consumer in the run",
                  "duplicated: measured message (same producer + seq) received more than once; reordered: delivery whose seq is "
                  "lower than one already received from the same producer on the same queue (receive order t_received, ties by seq)",
-                 "nacked / returned / confirm timeout / unconfirmed: measured published messages by outcome",
+                 "nacked / returned / confirm timeout / unconfirmed / connection lost: measured published messages by "
+                 "outcome (connection lost: published, and the connection died before its confirm came; not sent again)",
                  "timeline: " + meta["timeline_method"], meta.get("stale_method", STALE_MEANING),
                  meta.get("step_numbering", STEP_NUMBERING), f"clock: {meta['runs'][0].get('clock')}"]:
         parts.append(f"<li>{html.escape(str(item))}</li>")

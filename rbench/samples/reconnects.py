@@ -1,8 +1,7 @@
-"""The connections a run's tasks lost and got back, as run.json lists them, and the outcome their cut leaves.
+"""The connections a run's tasks lost and got back, as run.json lists them, 
 
 The reduce reads them only through :func:`read_reconnects`, so where they live in run.json is stated
-once (tried in order: the cluster's entry, the tasks' results, the top level); a run without them has
-none. Times are wall-clock ns like the samples'.
+once (the cluster's entry); a run without them has none. Times are wall-clock ns like the samples'.
 """
 from __future__ import annotations
 
@@ -11,11 +10,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from rbench.errors import SinkError
-
-# The published outcome of a message in flight when its connection died: no confirm came, it is never
-# re-sent, and a consumer that got it anyway counts it as delivered (never as lost). The clients' branch
-# adds it to samples/schema.py OUTCOMES; readers here compare outcome strings.
-CONNECTION_LOST_OUTCOME = "connection_lost"
 
 
 @dataclass(frozen=True)
@@ -31,22 +25,12 @@ class Reconnect:
 
 
 def _raw(run: Mapping[str, Any], cluster: str) -> tuple[str, Any]:
-    """Where the cluster's reconnects are, and the raw list: ``clusters[i].reconnects``, else the tasks'
-    ``clusters[i].task_results[j].reconnects``, else ``reconnects.<cluster>`` or a top-level ``reconnects``
-    list whose entries name their ``cluster``."""
+    """Where the cluster's reconnects are (``clusters[i].reconnects``, written by the coordinator when the
+    cluster's stage ends: rbench.samples.runinfo), and the raw list."""
     for i, c in enumerate(run.get("clusters") or []):
         if isinstance(c, Mapping) and c.get("name") == cluster:
-            if c.get("reconnects") is not None:
-                return f"clusters[{i}].reconnects", c["reconnects"]
-            from_tasks = [r for t in c.get("task_results") or [] if isinstance(t, Mapping) for r in t.get("reconnects") or []]
-            if from_tasks:
-                return f"clusters[{i}].task_results[].reconnects", from_tasks
-    top = run.get("reconnects")
-    if isinstance(top, Mapping):
-        return f"reconnects.{cluster}", top.get(cluster) or []
-    if isinstance(top, list):
-        return "reconnects", [r for r in top if isinstance(r, Mapping) and r.get("cluster") == cluster]
-    return "reconnects", []
+            return f"clusters[{i}].reconnects", c.get("reconnects") or []
+    return "clusters", []
 
 
 def _int(where: str, entry: Mapping[str, Any], key: str, optional: bool = False) -> int | None:

@@ -44,7 +44,7 @@ def expected_steps(run: SynthRun) -> dict[tuple[str, int], dict[str, Any]]:
             e["consume_rate"] = (cc & (C["t_received"] >= meas) & (C["t_received"] < end)).sum() / win
             e["published"] = int(pm.sum())
             for oc, col in (("ack", "acked"), ("nack", "nacked"), ("returned", "returned"), ("timeout", "timeout"),
-                            ("unconfirmed", "unconfirmed")):
+                            ("unconfirmed", "unconfirmed"), ("connection_lost", "connection_lost")):
                 e[col] = int((pm & (P["outcome"] == oc)).sum())
             e["deliveries"] = int(cm.sum())
             e["redelivered"] = int(C["redelivered"][cm].sum())
@@ -52,7 +52,7 @@ def expected_steps(run: SynthRun) -> dict[tuple[str, int], dict[str, Any]]:
             _, counts = np.unique(keys, return_counts=True)
             e["consumed_unique"] = int(counts.size)
             e["duplicated"] = int((counts > 1).sum())
-            cand = pm & np.isin(P["outcome"], ["ack", "unconfirmed"])
+            cand = pm & np.isin(P["outcome"], ["ack", "unconfirmed", "connection_lost"])
             e["lost"] = sum(1 for k in zip(P["producer"][cand].tolist(), P["seq"][cand].tolist()) if k not in consumed_keys)
             e["reordered"] = int(reordered_flag[cm].sum())
             lat = {"e2e": (C["t_received"] - C["t_intended"])[cm], "e2e_sent": (C["t_received"] - C["t_sent"])[cm],
