@@ -55,7 +55,7 @@ from pyspark.sql import types as T
 from rbench.reduce.percentiles import bucket_of, finish_ranks, plan_ranks
 from rbench.reduce.recovery import fault_window, first_after
 from rbench.samples.faults import FaultRecord
-from rbench.samples.schema import CONNECTION_LOST, MAY_BE_DELIVERED, MAY_BE_LOST, OUTCOMES
+from rbench.samples.schema import CONNECTION_LOST, MAY_BE_LOST, OUTCOMES
 
 PERCENTILES: tuple[float, ...] = (0.5, 0.75, 0.95, 0.99, 0.999)
 PCT_NAMES: tuple[str, ...] = ("p50", "p75", "p95", "p99", "p999")

@@ -1,4 +1,4 @@
-"""The connections a run's tasks lost and got back, as run.json lists them, 
+"""The connections a run's tasks lost and got back, as run.json lists them.
 
 The reduce reads them only through :func:`read_reconnects`, so where they live in run.json is stated
 once (the cluster's entry); a run without them has none. Times are wall-clock ns like the samples'.
