@@ -289,7 +289,7 @@ def make_fault_run(root: Path, run_id: str = "20261121T000000Z-faults-0001", t0_
       Producer 1's connection dies at the cut: its 3 messages sent in [10.22, 10.25) get outcome
       connection_lost (k 1022 and 1023 are consumed anyway, 1024 is not) and it skips its 150 slots
       in [10.25, 11.75) (reconnect of task 1 after 1.499 s; task 0's consumers reconnect after 3.898 s).
-      Every confirm due after 10.25 waits until 10.67: first confirm after 0.42 s. Deliveries due in
+      Every confirm due after 10.25 waits until 10.67: first confirm 0.37 s after the action ended. Deliveries due in
       [10.25, 14.25) arrive in one burst at 14.25, in order: seconds 11–13 consume 0, second 14 consumes 800,
       then 200/s: consume rate back after 14 − 10.25 = 3.75 s (pre-fault mean 200/s over seconds 2–9).
     * fault 2 (index 1): stop rabbit-3 at 25.5 (never back; no visible effect): first confirm after

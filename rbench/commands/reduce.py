@@ -59,7 +59,7 @@ def run(args: argparse.Namespace) -> int:
         several = len({(f["run_id"], f["cluster"]) for f in result.faults}) > 1
         for f in result.faults:
             print(fault_line(f, with_cluster=several))
-        print(f"faults: {result.out_dir / 'faults.csv'} ({len(result.faults)} faults)")
+        print(f"faults: {result.out_dir / 'faults.csv'} ({len(result.faults)} fault(s))")
     print(f"leaderboard: {result.out_dir / 'leaderboard.md'}")
     print(f"report: {result.report}")
     if args.history:

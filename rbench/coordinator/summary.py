@@ -33,7 +33,7 @@ def _n(value: int | None) -> str:
 def fault_line(f: dict[str, Any], with_cluster: bool = False) -> str:
     """One fault of the reduce (rbench.reduce.faults) in one line: when, the first confirm after it, when the
     consume rate was back, and what it cost in its window (the same figures as faults.csv)."""
-    back = "not back during the run" if f.get("back_s") is None else f"back {f['back_s']:.1f} s"
+    back = "node not back during the run" if f.get("back_s") is None else f"node back at {f['back_s']:.1f} s"
     head = (f"{f['cluster']}: " if with_cluster else "") + f"fault {int(f['index']) + 1} {f['action']} {f['node']} at {f['at_s']:.1f} s ({back})"
     if not f.get("ok", True):
         head += f" FAILED ({f.get('error') or 'no reason given'})"

@@ -44,8 +44,9 @@ FIGURES: list[tuple[str, pa.DataType, str]] = [
     ("end_s", pa.float64(), "end of the action (t_end_ns): the node is down, stopped or paused from here"),
     ("back_start_s", pa.float64(), "restart or resume began (t_back_start_ns); empty when the node was not brought back"),
     ("back_s", pa.float64(), "the node was back (t_back_end_ns); empty when it was not brought back during the run"),
-    ("first_confirm_s", pa.float64(), "time from the fault's start to the first ack confirm after it: the smallest "
-     "t_confirmed of a published row with outcome ack and t_confirmed > t_start_ns, minus t_start_ns; empty when none came"),
+    ("first_confirm_s", pa.float64(), "time from the fault taking effect (t_end_ns: the action done, the node down) "
+     "to the first ack confirm after it: the smallest t_confirmed of a published row with outcome ack and "
+     "t_confirmed > t_end_ns, minus t_end_ns; empty when none came"),
     ("first_confirm_note", pa.string(), "why first_confirm_s is empty"),
     ("baseline_consume_rate", pa.float64(), "pre-fault mean consume rate (msg/s): deliveries per whole second (by "
      "t_received, 1 s buckets since t0) over the step's measured seconds before the fault; the warm-up, the partial "
@@ -177,7 +178,7 @@ def _cluster_rows(run: Any, cluster: str, t0: int, faults: list[FaultRecord], wi
             "run_id": run.run_id, "cluster": cluster, "index": f.index, "action": f.action, "node": f.node, "ok": f.ok,
             "error": f.error, "step": None if step is None else int(step["step"]), "at_s": _s(f.t_start_ns, t0),
             "end_s": _s(f.t_end_ns, t0), "back_start_s": _s(f.t_back_start_ns, t0), "back_s": _s(f.t_back_end_ns, t0),
-            "first_confirm_s": None if first is None else (first - f.t_start_ns) / 1e9,
+            "first_confirm_s": None if first is None else (first - f.t_end_ns) / 1e9,
             "baseline_consume_rate": rec.baseline, "baseline_seconds": rec.baseline_seconds, "consume_back": rec.back,
             "consume_back_s": rec.back_s, "consume_lowest_rate": rec.lowest, "recovery_note": rec.why,
             "window_start_s": _s(lo, t0), "window_end_s": _s(hi, t0),

@@ -117,8 +117,9 @@ class Plan:
         return out
 
     def after_fault(self, rc: int, t: Column) -> Column:
-        """Position, among the cluster's faults sorted by start, of the last fault that started before ``t``."""
-        starts = sorted(f.t_start_ns for f, _, _ in self.faults.get(rc, []))
+        """Position, among the cluster's faults in the order they took effect (``t_end_ns``: the action done, the
+        node down), of the last fault in effect before ``t``."""
+        starts = sorted(f.t_end_ns for f, _, _ in self.faults.get(rc, []))
         return _case([(t > s, i) for i, s in reversed(list(enumerate(starts)))])
 
     def rc_of(self, run_id: str, cluster: str) -> int | None:
@@ -644,7 +645,7 @@ def _fault_counts(plan: Plan, hist: pa.Table | None, msgs: dict[tuple[int, int],
         out.confirmed[(run_id, cluster)] = {sec: n for (r, sec), n in conf.items() if r == rc}
         out.run_fates[(run_id, cluster)] = msgs.get((RUN_GROUP, rc), {c: 0 for c in MSG_COUNTS})
         minima = {pos: -v for (r, pos), v in firsts.items() if r == rc}
-        by_start = sorted(range(len(faults)), key=lambda b: faults[b][0].t_start_ns)
+        by_start = sorted(range(len(faults)), key=lambda b: faults[b][0].t_end_ns)
         for bit, (f, lo, hi) in enumerate(faults):
             key = (run_id, cluster, f.index)
             out.windows[key] = (lo, hi)

@@ -39,7 +39,7 @@ def test_kill_with_restart(reduced: Any) -> None:
     f = _fault(reduced, "a", 0)
     assert (f["action"], f["node"], f["ok"], f["step"]) == ("kill", "rabbit-2", True, 0)
     assert (f["at_s"], f["end_s"], f["back_start_s"], f["back_s"]) == pytest.approx((10.25, 10.3, 20.0, 20.1))
-    assert f["first_confirm_s"] == pytest.approx(0.42, abs=1e-9) and f["first_confirm_note"] is None
+    assert f["first_confirm_s"] == pytest.approx(0.37, abs=1e-9) and f["first_confirm_note"] is None
     assert (f["baseline_consume_rate"], f["baseline_seconds"]) == (200.0, 8)
     assert f["consume_back"] is True and f["consume_back_s"] == pytest.approx(3.75, abs=1e-9)
     assert f["consume_lowest_rate"] == 0.0 and f["recovery_note"] is None
@@ -110,14 +110,14 @@ def test_files_report_and_summary(reduced: Any, run: FaultRun, tmp_path: Path) -
     html = (out / "report.html").read_text()
     assert "<h2>Faults</h2>" in html and html.count("<h3>Fault ") == 3 and "kill rabbit-2 on cluster a" in html
     assert html.count("data:image/png;base64,") == 5 and (out / "faults.png").stat().st_size > 0
-    assert "<td>first confirm after the fault (s)</td><td>0.420</td>" in html
+    assert "<td>first confirm after the fault (s)</td><td>0.370</td>" in html
     from rbench.coordinator.summary import print_summary
 
     text = io.StringIO()
     print_summary(run.run_dir, reduced, out=text)
     lines = [line for line in text.getvalue().splitlines() if ": fault " in line]
     assert lines == [
-        "a: fault 1 kill rabbit-2 at 10.2 s (back 20.1 s): first confirm after 0.42 s, consume rate back after 3.8 s, "
+        "a: fault 1 kill rabbit-2 at 10.2 s (node back at 20.1 s): first confirm after 0.37 s, consume rate back after 3.8 s, "
         "lost 2, in flight at the cut 3 (2 consumed), duplicated 5, reordered 6, longest reconnect 3.90 s",
         "a: fault 2 stop rabbit-3 at 25.5 s (not back during the run): first confirm after 2.1 ms, consume rate back "
         "after 0.5 s, lost 2, in flight at the cut 0 (0 consumed), duplicated 5, reordered 6",

@@ -142,7 +142,7 @@ def test_fault_line() -> None:
     f = {"cluster": "local", "index": 0, "action": "kill", "node": "rabbit-2", "ok": True, "at_s": 10.04, "back_s": 20.1,
          "first_confirm_s": 0.42, "consume_back": True, "consume_back_s": 12.0, "lost": 0, "connection_lost": 37,
          "connection_lost_consumed": 35, "duplicated": 0, "reordered": 0, "reconnect_max_s": None}
-    assert fault_line(f) == ("fault 1 kill rabbit-2 at 10.0 s (back 20.1 s): first confirm after 0.42 s, consume rate "
+    assert fault_line(f) == ("fault 1 kill rabbit-2 at 10.0 s (node back at 20.1 s): first confirm after 0.42 s, consume rate "
                              "back after 12.0 s, lost 0, in flight at the cut 37 (35 consumed), duplicated 0, reordered 0")
     never = {**f, "back_s": None, "first_confirm_s": None, "consume_back": False, "consume_back_s": None,
              "consume_lowest_rate": 12.0, "ok": False, "error": "nodedown", "reconnect_max_s": 1.5}
