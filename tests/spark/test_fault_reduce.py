@@ -119,7 +119,7 @@ def test_files_report_and_summary(reduced: Any, run: FaultRun, tmp_path: Path) -
     assert lines == [
         "a: fault 1 kill rabbit-2 at 10.2 s (node back at 20.1 s): first confirm after 0.37 s, consume rate back after 3.8 s, "
         "lost 2, in flight at the cut 3 (2 consumed), duplicated 5, reordered 6, longest reconnect 3.90 s",
-        "a: fault 2 stop rabbit-3 at 25.5 s (not back during the run): first confirm after 2.1 ms, consume rate back "
+        "a: fault 2 stop rabbit-3 at 25.5 s (node not back during the run): first confirm after 2.1 ms, consume rate back "
         "after 0.5 s, lost 2, in flight at the cut 0 (0 consumed), duplicated 5, reordered 6",
         "b: fault 1 pause rabbit-3 at 1.0 s (back 1.5 s): no confirm after it, consume rate back: not measurable "
         "(the fault came during its step's warm-up: no measured second before it), lost 0, in flight at the cut 0 "

@@ -147,7 +147,7 @@ def test_fault_line() -> None:
     never = {**f, "back_s": None, "first_confirm_s": None, "consume_back": False, "consume_back_s": None,
              "consume_lowest_rate": 12.0, "ok": False, "error": "nodedown", "reconnect_max_s": 1.5}
     assert fault_line(never, with_cluster=True) == (
-        "local: fault 1 kill rabbit-2 at 10.0 s (not back during the run) FAILED (nodedown): no confirm after it, "
+        "local: fault 1 kill rabbit-2 at 10.0 s (node not back during the run) FAILED (nodedown): no confirm after it, "
         "consume rate not back (lowest 12/s), lost 0, in flight at the cut 37 (35 consumed), duplicated 0, reordered 0, "
         "longest reconnect 1.50 s")
 
