@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rbench.samples.conventions import shown_step
+from rbench.samples.runinfo import restarted_stage_note
 
 TOTALS = ("published", "confirmed", "consumed", "nacked", "returned", "timeout")
 
@@ -68,10 +69,14 @@ def print_summary(run_dir: Path, reduced: Any = None, out: TextIO | None = None)
             extra = (f", lost {sum(r['lost'] for r in mine)}, duplicated {sum(r['duplicated'] for r in mine)}"
                      f" (measured messages)")
         if stale.get(name):
-            extra += f", stale {stale[name]:,} (left in the queue by an earlier run: ignored)"
+            extra += f", stale {stale[name]:,} (left in the queue by an earlier run or stage attempt: ignored)"
         print(f"{name}: published {counts['published']:,}, confirmed {counts['confirmed']:,}, "
               f"consumed {counts['consumed']:,}, nacked {counts['nacked']}, returned {counts['returned']}, "
               f"confirm timeouts {counts['timeout']}{extra}", file=out)
+    for c in info["clusters"]:
+        note = restarted_stage_note(c)
+        if note is not None:
+            print(note, file=out)
     if reduced is None:
         print(f"per-step figures: rbench reduce {run_dir}", file=out)
     else:
