@@ -30,7 +30,7 @@ def _status(attempt: int, counted: set[int], spark: dict[str, Any] | None, seen:
     if spark is not None and spark.get("status") not in (None, "running", "unknown"):
         return str(spark["status"])
     if seen is not None and seen.final:
-        return "ended"                 # it reported its end (an error it raised, or a stop)
+        return "ended"                 # it finished by itself, but another task of its stage attempt failed
     if seen is not None and seen.closed_at is not None:
         return "lost"                  # its connection closed without a final report: its process died
     return "unknown"

@@ -103,3 +103,12 @@ def test_a_counted_attempt_that_did_not_commit_is_missing_not_replaced(tmp_path:
     _attempt(tmp_path, 0, 5, committed=False)
     files, notes = committed_parts(tmp_path / "r", "r", "published", ["c1"], {("c1", 0): 5})
     assert files == [] and any("attempt 5, the one run.json counts, is not committed" in n for n in notes)
+
+
+def test_a_task_that_named_its_error_failed_with_that_error_even_if_spark_says_killed() -> None:
+    named = _seen(0, 3, 0, final=True)
+    named.error = "PreconditionFailed: declare queue 'q' (Queue.Declare): 406 PRECONDITION_FAILED"
+    spark = [{**SPARK[0], "status": "killed", "reason": "Stage cancelled: [SPARK_JOB_CANCELLED] Job 0 cancelled"}]
+    (only,) = describe([], [named], STARTS[:1], spark)
+    assert only["tasks"][0]["status"] == "failed"
+    assert only["reason"] == f"task 0 (attempt 3) failed: {named.error}"
