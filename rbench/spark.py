@@ -12,6 +12,7 @@ import os
 import re
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,6 +31,11 @@ LOCAL_DEFAULTS: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.ui.showConsoleProgress": "false",
 }
+# How often a barrier stage may run before the run fails: the first attempt and one restart when a task or
+# executor is lost (docs/cluster.md, "When an executor dies"). `rbench run --stage-attempts N`, --conf or
+# spark-submit --conf set it instead; Spark's own default, 4, would run a doomed load four times.
+STAGE_ATTEMPTS_KEY = "spark.stage.maxConsecutiveAttempts"
+DEFAULT_STAGE_ATTEMPTS = 2
 
 
 def prepare_environment() -> None:
@@ -84,9 +90,32 @@ def local_session(master: str | None = None, app_name: str = "rbench", conf: dic
     for key, value in {**defaults, **(conf or {})}.items():
         builder = builder.config(key, value)
     with _jvm_stderr_to_log():
+        if STAGE_ATTEMPTS_KEY not in (conf or {}) and not _preset(STAGE_ATTEMPTS_KEY):
+            builder = builder.config(STAGE_ATTEMPTS_KEY, str(DEFAULT_STAGE_ATTEMPTS))
         session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def _preset(key: str) -> bool:
+    """True when spark-submit (its --conf, spark-defaults.conf) already set ``key``: rbench's default yields to it.
+
+    Only under spark-submit, whose JVM exists before the session: attaching to it costs nothing,
+    while starting a JVM here would start it without the session's options."""
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return False
+    from pyspark import SparkConf, SparkContext
+
+    SparkContext._ensure_initialized()
+    return bool(SparkConf().contains(key))
+
+
+def stage_attempts_allowed(session: Any) -> int:
+    """How many times a barrier stage of this session may run (spark.stage.maxConsecutiveAttempts; Spark's default 4)."""
+    try:
+        return int(session.sparkContext.getConf().get(STAGE_ATTEMPTS_KEY, "4"))
+    except ValueError:
+        return 4
 
 
 def run_partition(plans: Any) -> Any:
@@ -96,7 +125,9 @@ def run_partition(plans: Any) -> Any:
     from rbench.runtime.task import run_task
 
     ctx = BarrierTaskContext.get()
-    attempt = ctx.taskAttemptId()   # unique and increasing across stage retries: the latest attempt wins
+    # unique in the application and larger for every task of a restarted stage: names the attempt's folder
+    # and tells the driver which attempt a control line comes from (Python's TaskContext has no stage attempt)
+    attempt = ctx.taskAttemptId()
     for plan in plans:
         try:
             yield run_task(plan, attempt=attempt, barrier=ctx.barrier, all_gather=ctx.allGather)
@@ -163,19 +194,102 @@ def task_exception(text: str) -> tuple[str, str] | None:
     return found
 
 
-def submit_barrier_stage(session: Any, plans: list[Any]) -> list[dict[str, Any]]:
-    """Run one TaskPlan per Spark task in a barrier stage; all tasks start together.
+def _one_key(result: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    return 0, result
 
-    Spark's own errors come back as one RbenchError line (``unwrap_spark_error``)."""
+
+def submit_barrier_stage(session: Any, plans: list[Any], group: str | None = None) -> list[dict[str, Any]]:
+    """Run one TaskPlan per Spark task in a barrier stage; all tasks start together. Results by task.
+
+    The results leave the barrier stage through a one-partition shuffle, which makes it a
+    ShuffleMapStage: Spark restarts a failed barrier ShuffleMapStage (every task, as a new
+    attempt, up to spark.stage.maxConsecutiveAttempts), but aborts the job when a barrier
+    ResultStage fails ("Could not recover from a failed barrier ResultStage"). The shuffle moves
+    a few small dicts and its reading stage runs in the JVM only. ``group`` names the Spark job
+    group, so ``stage_tasks`` can tell afterwards what every attempt did. Spark's own errors come
+    back as one RbenchError line (``unwrap_spark_error``)."""
     sc = session.sparkContext
     rdd = sc.parallelize(plans, len(plans))
+    if group is not None:
+        sc.setJobGroup(group, f"rbench barrier stage {group}")
     try:
-        results: list[dict[str, Any]] = rdd.barrier().mapPartitions(run_partition).collect()
-        return results
+        pairs = rdd.barrier().mapPartitions(run_partition).map(_one_key).partitionBy(1).collect()
+        return sorted((r for _, r in pairs), key=lambda r: int(r.get("task", 0)))
     except RbenchError:
         raise
     except Exception as exc:  # Py4J / Spark errors carry Java tracebacks: keep one line
         raise unwrap_spark_error(exc) from None
+    finally:
+        if group is not None:
+            with contextlib.suppress(Exception):
+                sc._jsc.clearJobGroup()
+
+
+def stage_tasks(session: Any, group: str) -> list[dict[str, Any]]:
+    """Every task attempt Spark ran for the barrier stage of job group ``group``, by stage attempt.
+
+    Each: stage_attempt, task (partition), attempt (task attempt id), status (success, failed,
+    killed, running), reason (one line, for a task that did not succeed), executor, host. Read
+    from Spark's status store, the data behind its UI, which Spark keeps also with the UI off; it
+    is not a public API, so any error gives [] (run.json then has the control channel's view only)."""
+    try:
+        sc = session.sparkContext
+        tracker = sc.statusTracker()
+        stage_ids: list[int] = []
+        for job in tracker.getJobIdsForGroup(group):
+            info = tracker.getJobInfo(job)
+            stage_ids += [int(s) for s in (info.stageIds if info is not None else [])]
+        if not stage_ids:
+            return []
+        stage = min(stage_ids)        # the barrier stage; the stage reading its results comes after it
+        stage_info = tracker.getStageInfo(stage)
+        if stage_info is None:
+            return []
+        store = sc._jsc.sc().statusStore()
+        out: list[dict[str, Any]] = []
+        for stage_attempt in range(int(stage_info.currentAttemptId) + 1):
+            tasks = store.taskList(stage, stage_attempt, 1 << 20)
+            for i in range(tasks.size()):
+                t = tasks.apply(i)
+                error = t.errorMessage()
+                out.append({"stage_attempt": stage_attempt, "task": int(t.index()), "attempt": int(t.taskId()),
+                            "status": str(t.status()).lower(), "executor": str(t.executorId()), "host": str(t.host()),
+                            "reason": failure_line(str(error.get())) if error.isDefined() else None})
+        return out
+    except Exception:       # an internal API of Spark's: its absence must not fail the run
+        return []
+
+
+class StageAttempts:
+    """Which attempt of the barrier stage of job group ``group`` a task attempt id belongs to, asked of Spark.
+
+    Python's TaskContext does not tell a task its stage attempt, and a task attempt id alone does
+    not say which stage attempt it came from: the start gate asks this (rbench.live.control)."""
+
+    def __init__(self, session: Any, group: str, tries: int = 5, pause_s: float = 0.1) -> None:
+        self.session, self.group, self.tries, self.pause_s = session, group, tries, pause_s
+
+    def __call__(self, task_attempt_id: int) -> int | None:
+        for i in range(self.tries):      # Spark's status store learns of a task from its listener bus, a moment late
+            if i:
+                time.sleep(self.pause_s)
+            found = next((t["stage_attempt"] for t in stage_tasks(self.session, self.group)
+                          if t["attempt"] == task_attempt_id), None)
+            if found is not None:
+                return int(found)
+        return None
+
+
+def failure_line(text: str) -> str:
+    """One line for why a Spark task did not succeed: our marked line, the task's Python exception, or Spark's first line."""
+    if ERROR_MARK in text:
+        return text.split(ERROR_MARK, 1)[1].splitlines()[0]
+    cause = task_exception(text)
+    if cause is not None:
+        return f"{cause[0]}: {cause[1][:200]}"
+    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    first = re.sub(r"^(?:[a-z_][\w]*\.)+(?=[A-Z])", "", first)           # org.apache.spark.SparkException → SparkException
+    return first.split(". Consider setting", 1)[0][:300]
 
 
 def total_slots(session: Any) -> int:

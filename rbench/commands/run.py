@@ -28,6 +28,10 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--master", default=None, help="Spark master, e.g. local[2], spark://host:7077 (default local[*])")
     parser.add_argument("--tasks", type=positive_int, default=None, help="Spark tasks per cluster (default: min(queues, slots))")
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration")
+    parser.add_argument("--stage-attempts", type=positive_int, default=None, metavar="N",
+                        help="how many times a cluster's Spark stage may run when a task or executor is lost: the load "
+                             "restarts from step 1 and only the last attempt counts (default 2: one restart; 1: none; "
+                             "spark.stage.maxConsecutiveAttempts)")
     parser.add_argument("--no-reduce", action="store_true", help="skip the summary reduce after the run")
     parser.add_argument("--quiet", action="store_true", help="no status line per second")
     parser.add_argument("--timings", action="store_true", help="print where the wall-clock seconds went (start-up, load, reduce)")
@@ -52,6 +56,7 @@ class RunOptions:
     master: str | None = None
     tasks: int | None = None
     conf: list[str] = field(default_factory=list)
+    stage_attempts: int | None = None
     no_reduce: bool = False
     quiet: bool = False
     timings: bool = False
@@ -63,6 +68,21 @@ class RunOptions:
     def from_args(cls, args: argparse.Namespace) -> RunOptions:
         names = {f.name for f in dataclasses.fields(cls)}
         return cls(**{k: v for k, v in vars(args).items() if k in names})
+
+    def spark_conf(self) -> dict[str, str]:
+        """The Spark configuration these options ask for: every --conf KEY=VALUE, then --stage-attempts."""
+        from rbench.errors import ConfigError
+        from rbench.spark import STAGE_ATTEMPTS_KEY
+
+        conf = {}
+        for item in self.conf:
+            key, sep, value = item.partition("=")
+            if not sep:
+                raise ConfigError(f"--conf: expected KEY=VALUE, got {item!r}")
+            conf[key] = value
+        if self.stage_attempts is not None:
+            conf[STAGE_ATTEMPTS_KEY] = str(self.stage_attempts)
+        return conf
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,12 +98,7 @@ def execute(workload: Workload, args: RunOptions) -> int:
     from rbench.spark import local_session
 
     timings = Timings()
-    conf = {}
-    for item in args.conf:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--conf: expected KEY=VALUE, got {item!r}")
-        conf[key] = value
+    conf = args.spark_conf()
     from rbench.config.durations import parse_seconds
     try:
         linger = parse_seconds(args.metrics_linger)

@@ -60,6 +60,7 @@ class ProgressPrinter:
         self._header_shown = False
         self._lock = threading.Lock()
         self._next_second: int | None = None        # the first second not taken yet
+        self._t0: int | None = None                 # the t0 the current interval counts from
 
     def start(self, cluster: str) -> None:
         if self.cluster and cluster != self.cluster:
@@ -132,6 +133,8 @@ class ProgressPrinter:
             return [f"{cluster}: connecting and declaring ({len(self.board.tasks_seen.get(cluster, ()))} task(s) ready)"]
         if second + 1 <= t0 / 1e9:
             return []                                  # a second before publishing started
+        if t0 != self._t0:                             # Spark restarted the stage: a new load from a new t0
+            self._t0, self._interval = t0, None
         iv = self._interval
         if iv is None:
             iv = self._interval = Interval(elapsed_s=0.0, seconds=0)

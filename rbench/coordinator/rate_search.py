@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 
 from rbench.config.model import RateSearch, Workload
 from rbench.samples.generator import judge
-from rbench.samples.layout import committed_parts
+from rbench.samples.layout import committed_parts, counted_attempts
 
 
 @dataclass
@@ -80,8 +80,9 @@ def judge_probe(run_dir: Path, slo_p99_ms: float, consume_ratio: float, producer
     hi = int(step["end_ns"])
     window_s = max((hi - lo) / 1e9, 1e-9)
     run_id = info["run_id"]
-    con_parts, _ = committed_parts(run_dir, run_id, "consumed", [cluster["name"]])
-    pub_parts, _ = committed_parts(run_dir, run_id, "published", [cluster["name"]])
+    counted = counted_attempts(info["clusters"])
+    con_parts, _ = committed_parts(run_dir, run_id, "consumed", [cluster["name"]], counted)
+    pub_parts, _ = committed_parts(run_dir, run_id, "published", [cluster["name"]], counted)
     con = _column(con_parts, ["t_intended", "t_received"])
     pub = _column(pub_parts, ["t_intended", "t_sent"])
     received = con["t_received"]

@@ -18,6 +18,7 @@ from typing import Any, TextIO
 from rbench.config.load import workload_hash
 from rbench.config.model import Workload
 from rbench.config.types import ClusterPlan, RunPlan
+from rbench.coordinator import attempts
 from rbench.coordinator.progress import ProgressPrinter
 from rbench.coordinator.timings import Timings
 from rbench.drivers.base import load_driver
@@ -228,6 +229,17 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
         control.close()
         raise
     info = RunInfo(run_dir, plan, workload.model_dump(mode="json", by_alias=True), workload_hash(workload))
+    # a lost task or executor restarts a cluster's stage at most this many times in all (docs/cluster.md)
+    info.data["stage_attempts_allowed"] = spark.stage_attempts_allowed(session)
+    control.board.on_restart.append(lambda *a: print(attempts.restart_line(*a), file=out, flush=True))
+    groups: dict[str, str] = {}           # cluster → the Spark job group of its stage
+
+    def no_restart(name: str, error: str) -> None:
+        """A task failed with an error it can name (a broker refusal, bad input): it would fail again, so the
+        stage is not restarted; the run ends now with that line."""
+        if name in groups:
+            session.sparkContext.cancelJobGroup(groups[name])
+    control.board.on_error.append(no_restart)
     routes = expected_queues(workload)
     # the reduce expects each message once per queue its producer's messages are routed to (fan-out)
     info.data["routes"] = None if routes is None else {str(p): qs for p, qs in routes.items()}
@@ -267,14 +279,23 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
                 printer.start(cluster.name)
             control.expect_tasks(cluster.name, len(cluster.tasks))
             watchers = _Watchers(workload, run_dir, run_id, cluster, control, routes, len(plan.steps), out)
+            group = groups[cluster.name] = f"rbench-{run_id}-{cluster.name}"
+            control.resolve_stage_attempts(cluster.name, spark.StageAttempts(session, group))
+            results: list[dict[str, Any]] = []
             try:
-                results = spark.submit_barrier_stage(session, list(cluster.tasks))
+                results = spark.submit_barrier_stage(session, list(cluster.tasks), group=group)
             except RbenchError:
                 c["status"] = "failed"
+                reported = control.board.errors.get(cluster.name)
+                if reported is not None:          # the task's own line, not Spark's "job cancelled"
+                    raise spark.unwrap_spark_error(RuntimeError(spark.ERROR_MARK + reported)) from None
                 raise
             finally:
                 c.update(watchers.stop())
                 info.data["faults"].extend(watchers.fault_records)
+                # every run of the stage, which one counts and why the others do not (docs/parquet.md)
+                c["stage_attempts"] = attempts.describe(results, *control.board.cluster_attempts(cluster.name),
+                                                        spark.stage_tasks(session, group))
             c["task_results"] = results
             info.set_reconnects(cluster.name, results)
             _mark_task_instants(timings, cluster.name, control.board.first_seen.get(cluster.name), results)

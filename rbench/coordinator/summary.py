@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rbench.samples.conventions import shown_step
+from rbench.samples.runinfo import restarted_stage_note
 
 TOTALS = ("published", "confirmed", "consumed", "nacked", "returned", "timeout", "connection_lost")
 
@@ -112,12 +113,15 @@ def print_summary(run_dir: Path, reduced: Any = None, out: TextIO | None = None)
             extra = (f", lost {sum(r['lost'] for r in mine)}, duplicated {sum(r['duplicated'] for r in mine)}"
                      f" (measured messages)")
         if stale.get(name):
-            extra += f", stale {stale[name]:,} (left in the queue by an earlier run: ignored)"
+            extra += f", stale {stale[name]:,} (left in the queue by an earlier run or stage attempt: ignored)"
         lost_conn = f", connection lost {counts['connection_lost']}" if counts["connection_lost"] else ""
         print(f"{name}: published {counts['published']:,}, confirmed {counts['confirmed']:,}, "
               f"consumed {counts['consumed']:,}, nacked {counts['nacked']}, returned {counts['returned']}, "
               f"confirm timeouts {counts['timeout']}{lost_conn}{extra}", file=out)
     for c in info["clusters"]:
+        note = restarted_stage_note(c)
+        if note is not None:
+            print(note, file=out)
         print_reconnects(c, out)
     faults = list(getattr(reduced, "faults", None) or [])
     for f in faults:

@@ -30,12 +30,7 @@ def run_and_reduce(workload: Workload, options: RunOptions, costs: str | None,
     from rbench.reduce.job import reduce_runs
     from rbench.spark import local_session
 
-    conf = {}
-    for item in options.conf:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--conf: expected KEY=VALUE, got {item!r}")
-        conf[key] = value
+    conf = options.spark_conf()
     try:
         linger = parse_seconds(options.metrics_linger)
     except ValueError as exc:

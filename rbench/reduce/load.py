@@ -1,10 +1,11 @@
 """Find what a run committed and load it as DataFrames (docs/parquet.md).
 
 The reduce must count a retried task once and must not trip over a run that was
-killed: so for each (cluster, task) it reads only the committed attempt with the
-highest attempt id, checks every part file's Parquet footer before Spark sees it
-(a truncated file becomes one clear message instead of a JVM stack), and records
-everything it skipped as a note that ends up in the report.
+killed: so for each (cluster, task) it reads only the attempt run.json counts (the one whose
+results the restarted Spark stage returned; else the committed attempt with the highest id),
+checks every part file's Parquet footer before Spark sees it (a truncated file becomes one
+clear message instead of a JVM stack), and records everything it skipped as a note that ends
+up in the report.
 """
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ from pyspark.sql.pandas.types import from_arrow_schema
 from rbench.errors import SinkError
 from rbench.samples import layout, schema
 from rbench.samples.conventions import shown_step
+from rbench.samples.runinfo import restarted_stage_note
 
 # the run's Parquet contract, as the recorder writes it (one definition, rbench.samples.schema)
 PUBLISHED_SCHEMA = from_arrow_schema(schema.PUBLISHED_SCHEMA)
@@ -117,8 +119,10 @@ def check_same_workload(runs: list[RunMeta], force: bool = False) -> list[str]:
 
 
 def committed_parts(run: RunMeta, kind: str) -> tuple[list[str], list[str]]:
-    """Part files of the last committed attempt of every (cluster, task), and notes on the rest."""
-    return layout.committed_parts(run.run_dir, run.run_id, kind, [str(c.get("name")) for c in run.clusters])
+    """Part files of the attempt that counts for every (cluster, task) (run.json's, else the last committed), and
+    notes on the rest."""
+    return layout.committed_parts(run.run_dir, run.run_id, kind, [str(c.get("name")) for c in run.clusters],
+                                  layout.counted_attempts(run.clusters))
 
 
 def verify_parquet(files: list[str]) -> None:
@@ -186,6 +190,7 @@ def load_samples(spark: SparkSession, run_dirs: list[str | Path], force: bool = 
     for run in runs:
         if run.status != "complete":
             notes.append(f"{run.run_id}: run status is '{run.status}' (not complete): later steps may be partial or empty")
+        notes += [f"{run.run_id}: {line}" for c in run.clusters if (line := restarted_stage_note(c)) is not None]
     pub_files: list[str] = []
     con_files: list[str] = []
     pub_groups: list[tuple[str, str, list[str]]] = []

@@ -21,7 +21,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from rbench.runtime._recorder import Column, RecorderCore, Stamper, strings
-from rbench.samples.layout import COMMITTED, attempt_dir
+from rbench.samples.layout import ATTEMPT_INFO, COMMITTED, attempt_dir
 from rbench.samples.schema import CONSUMED_SCHEMA, OUTCOMES, PENDING, PUBLISHED_SCHEMA
 
 ROWS_PER_PART = 65_536
@@ -120,6 +120,11 @@ class Recorder:
         return {"published": c.n_published, "confirmed": c.n_confirmed, "nacked": c.n_nacked,
                 "returned": c.n_returned, "consumed": c.n_consumed, "timeout": c.n_timeout,
                 "connection_lost": c.n_connection_lost}
+
+    def describe(self, info: dict[str, object]) -> None:
+        """Write ``_ATTEMPT`` (which process ran this attempt, docs/parquet.md) into both attempt folders."""
+        for sink in (self._published_sink, self._consumed_sink):
+            (sink.folder / ATTEMPT_INFO).write_text(json.dumps(info))
 
     def queue_index(self, queue: str) -> int:
         if queue not in self._queue_index:

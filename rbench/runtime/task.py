@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import random
 import signal
 import socket
@@ -18,7 +19,7 @@ from typing import Any
 
 from rbench.config.types import ClusterTarget, ConsumerSpec, TaskPlan
 from rbench.drivers.base import Consumer, Driver, OnLost, Publisher, load_driver
-from rbench.errors import ConfigError, ConnectionLost
+from rbench.errors import ConfigError, ConnectionLost, RbenchError
 from rbench.live import histogram
 from rbench.live.control import ControlClient
 from rbench.runtime._recorder import ConsumerTap
@@ -117,7 +118,10 @@ class TaskRun:
         self.recorder = Recorder(plan.out_dir, plan.run_id, plan.cluster.name, plan.task, attempt, queues,
                                  [int(s.offset_s * 1e9) for s in plan.steps],
                                  None if plan.confirm_timeout_s is None else int(plan.confirm_timeout_s * 1e9))
-        self.control = ControlClient(plan.control)
+        # every line to the driver says which Spark attempt sent it: a restarted stage's tasks come back as new attempts
+        self.control = ControlClient(plan.control, tags={"attempt": attempt})
+        self.recorder.describe({"host": socket.gethostname(), "pid": os.getpid(), "started_ns": time.time_ns()})
+        self._consumed_before_t0 = 0              # deliveries before t0: left in the queues, stale (docs/parquet.md)
         self.driver: Driver = load_driver(plan.driver)
         self.publishers: list[Publisher] = []
         self.sinks = [ProducerSink(self.recorder, p.producer_id) for p in plan.publishers]
@@ -149,6 +153,7 @@ class TaskRun:
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
                 loop.add_signal_handler(sig, self._interrupt)
         await self.control.connect()
+        self.control.hello(self.plan.cluster.name, self.plan.task)
         if self.all_gather is not None and self.plan.control is not None and not self.control.connected:
             # every task must reach the start gate (and the stop signal): one that cannot fails the stage now
             host, port = self.plan.control
@@ -175,6 +180,10 @@ class TaskRun:
             t0 = await self._agree_t0()
             self.instants["t0 agreed with the other tasks"] = time.time()
             self.recorder.t0_ns = t0
+            # what consumers received before t0 was in the queues before this attempt published (an earlier
+            # run's or a lost attempt's messages): the live counts and the drain start after it
+            self._last_counts = dict(self.recorder.counts)
+            self._consumed_before_t0 = self._last_counts["consumed"]
             ticker = loop.create_task(self._tick_every_second())
             helpers.append(loop.create_task(self.selfcheck.run()))
             if self.plan.consumer_start_delay_s:
@@ -191,10 +200,16 @@ class TaskRun:
             await self.reconnector.settled()
             await self._drain_consumers(published)
             summary = {"t0_ns": t0, "unconfirmed_at_end": unconfirmed, "load_end_ns": load_end_ns,
-                       "stopped_by": self._stopped_by(published),
+                       "stopped_by": self._stopped_by(published), "consumed_before_t0": self._consumed_before_t0,
                        "producers": len(self.plan.publishers), "instants": self.instants,
                        "self_check": self.selfcheck.steps()}
             completed = True
+        except RbenchError as exc:
+            # an error the task can name (a broker refusal, a connection it could not keep, bad input) would
+            # happen again if Spark restarted the stage: the driver ends the run instead (docs/cluster.md)
+            self.control.send({"cluster": self.plan.cluster.name, "task": self.plan.task,
+                               "error": f"{type(exc).__name__}: {exc}"})
+            raise
         finally:
             self.reconnector.cancel()
             if ticker is not None:
@@ -474,7 +489,7 @@ class TaskRun:
             if self._consumer_error is not None:
                 raise self._consumer_error
             counts = self.recorder.counts
-            consumed = counts["consumed"]
+            consumed = counts["consumed"] - self._consumed_before_t0      # this attempt's own messages
             if all(s.done.is_set() for s in self.consumer_states):
                 return
             if expect_all and published and consumed >= (counts["published"] - counts["returned"] - counts["nacked"]) * copies:

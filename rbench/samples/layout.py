@@ -2,8 +2,9 @@
 
 ``<out>/<run_id>/<kind>/<cluster>/task-TTTTT/attempt-A/part-NNNNN.parquet``: every task attempt
 writes its own folder and marks it ``_COMMITTED`` when its rows are complete (also after an
-interrupt). A retried task leaves several attempts; only the committed one with the highest
-attempt id counts, so no row is ever counted twice.
+interrupt). A retried task leaves several attempts; exactly one counts, so no row is ever
+counted twice: the attempt run.json names for the task (the one whose results the Spark stage
+returned, ``task_results``), or else the committed one with the highest attempt id.
 """
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 COMMITTED = "_COMMITTED"
+ATTEMPT_INFO = "_ATTEMPT"          # JSON {host, pid, started_ns}: which process ran the attempt, written when it starts
 _TASK = re.compile(r"^task-(\d+)$")
 _ATTEMPT = re.compile(r"^attempt-(\d+)$")
 
@@ -31,10 +33,29 @@ def read_marker(path: Path) -> dict[str, Any]:
         return {}
 
 
-def committed_parts(run_dir: Path, run_id: str, kind: str, clusters: list[str]) -> tuple[list[str], list[str]]:
-    """Part files of the last committed attempt of every (cluster, task), and a note on all else skipped."""
+def counted_attempts(clusters: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
+    """(cluster, task) → the task attempt whose samples count, from run.json's clusters.
+
+    A cluster's ``task_results`` are what its Spark stage returned: only the last attempt of a
+    restarted stage returns results, so these are the attempts that share the cluster's t0 and
+    step windows. Tasks without a result (a failed stage, an older run.json) are not listed."""
+    counted: dict[tuple[str, int], int] = {}
+    for c in clusters:
+        for r in c.get("task_results") or []:
+            if isinstance(r, dict) and r.get("task") is not None and r.get("attempt") is not None:
+                counted[(str(c.get("name")), int(r["task"]))] = int(r["attempt"])
+    return counted
+
+
+def committed_parts(run_dir: Path, run_id: str, kind: str, clusters: list[str],
+                    counted: dict[tuple[str, int], int] | None = None) -> tuple[list[str], list[str]]:
+    """Part files of the one attempt that counts for every (cluster, task), and a note on all else skipped.
+
+    ``counted`` (``counted_attempts`` of run.json) names that attempt; a task it does not name
+    falls back to its committed attempt with the highest id."""
     notes: list[str] = []
     files: list[str] = []
+    counted = counted or {}
     root = run_dir / kind
     if not root.is_dir():
         notes.append(f"{run_id}: no {kind}/ directory (no {kind} samples at all)")
@@ -47,16 +68,29 @@ def committed_parts(run_dir: Path, run_id: str, kind: str, clusters: list[str]) 
             attempts = sorted(((int(m.group(1)), p) for p in tdir.iterdir() if p.is_dir() and (m := _ATTEMPT.match(p.name))),
                               key=lambda x: x[0])
             committed = [(a, p) for a, p in attempts if (p / COMMITTED).is_file()]
-            uncommitted = [a for a, p in attempts if not (p / COMMITTED).is_file()]
             where = f"{run_id}: {kind}/{cdir.name}/{tdir.name}"
-            if uncommitted:
-                notes.append(f"{where}: uncommitted attempt(s) {uncommitted} ignored")
-            if not committed:
-                notes.append(f"{where}: no committed attempt; its rows are missing")
-                continue
-            attempt, adir = committed[-1]
-            if len(committed) > 1:
-                notes.append(f"{where}: superseded attempt(s) {[a for a, _ in committed[:-1]]} ignored, attempt {attempt} used")
+            named = counted.get((cdir.name, int(tdir.name.split("-")[1])))
+            if named is not None:
+                chosen = next(((a, p) for a, p in committed if a == named), None)
+                others = [a for a, _ in attempts if a != named]
+                if others:
+                    notes.append(f"{where}: attempt(s) {others} ignored: run.json counts attempt {named}, the one "
+                                 f"whose results the (restarted) Spark stage returned")
+                if chosen is None:
+                    notes.append(f"{where}: attempt {named}, the one run.json counts, is not committed; its rows are missing")
+                    continue
+            else:
+                uncommitted = [a for a, p in attempts if not (p / COMMITTED).is_file()]
+                if uncommitted:
+                    notes.append(f"{where}: uncommitted attempt(s) {uncommitted} ignored")
+                if not committed:
+                    notes.append(f"{where}: no committed attempt; its rows are missing")
+                    continue
+                chosen = committed[-1]
+                if len(committed) > 1:
+                    notes.append(f"{where}: superseded attempt(s) {[a for a, _ in committed[:-1]]} ignored, "
+                                 f"attempt {chosen[0]} used")
+            attempt, adir = chosen
             marker = read_marker(adir / COMMITTED)
             if marker.get("interrupted"):
                 notes.append(f"{where}: attempt {attempt} was interrupted (partial rows)")

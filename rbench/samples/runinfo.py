@@ -157,3 +157,17 @@ class RunInfo:
             os.replace(tmp, self.path)
         except OSError as exc:
             raise SinkError(f"cannot write {self.path}: {exc.strerror}") from None
+
+
+def restarted_stage_note(cluster: dict[str, Any]) -> str | None:
+    """One line for a run.json cluster whose Spark stage ran more than once (the end-of-run summary, the reduce's notes)."""
+    attempts = cluster.get("stage_attempts") or []
+    if len(attempts) < 2:
+        return None
+    why = "; ".join(f"attempt {n + 1}: {a.get('reason') or a.get('outcome')}" for n, a in enumerate(attempts)
+                    if not a.get("counted"))
+    counted = next((a for a in attempts if a.get("counted")), None)
+    which = ("none counted (the stage failed)" if counted is None else
+             f"counted: attempt {attempts.index(counted) + 1} (task attempts "
+             f"{', '.join(str(t['attempt']) for t in counted.get('tasks', []))}), with its own t0 and step windows")
+    return f"cluster {cluster.get('name')}: the Spark stage ran {len(attempts)} times ({why}); {which}"
