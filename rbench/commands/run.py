@@ -177,6 +177,10 @@ def _rate_search(workload: Workload, args: RunOptions, session: Any) -> int:
     for a in answers:
         print(f"  {a.line()}")
     if reduced is not None:
+        from rbench.reduce.verdict import lines
+
+        for line in lines(reduced.leaderboard):
+            print(line)
         print(f"report: {reduced.report}")
     if stopped is not None:
         print(f"rbench run: rate search {stopped}: the probes so far are kept and reduced", file=sys.stderr)

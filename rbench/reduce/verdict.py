@@ -161,3 +161,17 @@ def verdicts(steps: list[Row], costs: list[Row], tolerance: float, latency_limit
         out.append(v)
     out.sort(key=lambda v: (v["highest_met"] is None, -(v["highest_met"] or 0.0), v["cluster"]))
     return rank(out, lambda v: v["highest_met"])
+
+
+def lines(board: dict[str, Any]) -> list[str]:
+    """The verdicts as the CLI prints them, one line per cluster in rank order (cost marked "≤" when a bound)."""
+    currency = (board.get("prices") or {}).get("currency", "USD")
+    out = []
+    for v in board.get("verdicts") or []:
+        place = "–" if v.get("rank") is None else f"{v['rank']}{' (tie)' if v.get('tie') else ''}"
+        cost = ""
+        if v.get("cost_per_1k_rate") is not None:
+            cost = (f" Cost per 1000 msg/s per month: {'≤ ' if v.get('cost_is_upper_bound') else ''}"
+                    f"{v['cost_per_1k_rate']:,.2f} {currency}.")
+        out.append(f"verdict {place} {v['cluster']}: {v['verdict']}{cost}")
+    return out

@@ -268,8 +268,8 @@ def latency_plot(steps: list[Row], path: Path, metric: str = "e2e", search: bool
 
 
 def knee_plot(steps: list[Row], path: Path, search: bool = False, slo_ms: float | None = None) -> Path:
-    """End-to-end p50 (solid) and p99 (dashed) against the achieved consume rate: where the curve turns up
-    is the knee, the rate beyond which queueing, not the work, sets the latency."""
+    """End-to-end p50 (solid) and p99 (dashed) against the achieved consume rate, points joined in the order of
+    the target rate: where the curve turns up is the knee, the rate beyond which queueing sets the latency."""
     groups = _by_series(steps, search)
     rates = [r["consume_rate"] for r in steps if r.get("consume_rate")]
     log = bool(rates) and max(rates) / min(rates) >= LOG_SPAN
@@ -278,10 +278,12 @@ def knee_plot(steps: list[Row], path: Path, search: bool = False, slo_ms: float 
     fig, ax = plt.subplots(figsize=(8, 5.2), dpi=110)
     for name, rows in groups.items():
         lk = look[name]
-        pts: list[tuple[float, float, float, bool]] = sorted(
+        # in the order of the offered load (rows come sorted by target): past saturation the achieved rate
+        # stalls or falls back while the latency climbs, and the line shows it instead of zigzagging
+        pts: list[tuple[float, float, float, bool]] = [
             (float(r["consume_rate"]), float(r["e2e_p50_ms"] if r.get("e2e_p50_ms") is not None else math.nan),
              float(r["e2e_p99_ms"]), bool(r.get("matched")))
-            for r in rows if r.get("consume_rate") and r.get("e2e_p99_ms") is not None)
+            for r in rows if r.get("consume_rate") and r.get("e2e_p99_ms") is not None]
         if not pts:
             continue
         xs = [x * lk.nudge if log else x + lk.nudge for x, _, _, _ in pts]

@@ -158,3 +158,19 @@ def test_a_leaderboard_json_without_ranks_or_verdicts_still_renders(tmp_path: Pa
 
 class _NoPrices:
     path, source, currency, hours_per_month = "none", "none", "USD", 730.0
+
+
+def test_verdict_lines_for_the_cli() -> None:
+    steps = step_rows({"a": 1e9, "b": 700.0}, [250, 500, 1000])
+    from rbench.reduce.costs import cluster_costs, load_prices
+    from tests.synthetic_report import clusters_of
+
+    prices = load_prices()
+    costs, _ = cluster_costs(clusters_of({"a": SHAPES["small"], "b": SHAPES["small"]}), prices)
+    printed = verdict.lines(lb.board(steps, costs, prices, 0.02, 1000.0))
+    monthly = 3 * (0.096 * 730 + 100 * 0.08)
+    assert printed == [
+        f"verdict 1 a: Capacity not reached: above 1,000 msg/s (every step met the SLO); try higher rates. "
+        f"Cost per 1000 msg/s per month: ≤ {monthly:,.2f} USD.",
+        f"verdict 2 b: Capacity between 500 msg/s and 1,000 msg/s (bracket 100%; a rate search between them narrows "
+        f"it). Cost per 1000 msg/s per month: {monthly / 0.5:,.2f} USD."]
