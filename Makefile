@@ -8,7 +8,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 WORKLOAD ?= conf/workloads/quickstart.yaml
 
-.PHONY: run test lint unit dist chart-test prometheus dashboards bench bench-runtime bench-codec bench-amqp091 bench-amqp10 bench-streams bench-reduce bench-regress broker build venv clean
+.PHONY: run test lint unit dist chart-test prometheus dashboards bench bench-runtime bench-codec bench-amqp091 bench-amqp10 bench-streams bench-reduce bench-regress broker cluster cluster-stop build venv clean
 
 # Virtualenv with rbench installed editable (test and benchmark extras included).
 $(VENV)/.installed: pyproject.toml setup.py
@@ -25,6 +25,13 @@ build: venv
 
 broker:
 	@bash scripts/ensure-broker.sh
+
+# A local 3-node RabbitMQ cluster beside the system broker: rabbit-1..3@localhost, AMQP 5701-5703 (docs/faults.md).
+cluster:
+	@bash scripts/cluster.sh start 3
+
+cluster-stop:
+	@bash scripts/cluster.sh stop --clean
 
 run: build broker
 	$(VENV)/bin/rbench run $(WORKLOAD) --master "local[2]"

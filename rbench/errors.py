@@ -30,6 +30,15 @@ class ConnectError(BrokerError):
     """No connection: refused, unreachable, timed out, or authentication failed."""
 
 
+class ConnectionLost(BrokerError):
+    """An open connection to the broker ended: the TCP connection dropped or was cut, the broker
+    stopped answering (missed heartbeats), or a node going down forced it closed (320).
+
+    Nothing the workload asked for was refused, so a reconnect may succeed: a driver whose matrix
+    row says ``reconnect`` raises exactly this from ``ready()``/``publish()`` (and reports it to the
+    ``on_lost`` callback of ``Driver.open``), and the runtime rides through it (docs/drivers.md)."""
+
+
 class CodecError(RbenchError):
     """Bytes on the wire do not follow the protocol; names the offset and what was expected."""
 

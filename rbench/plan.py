@@ -13,6 +13,8 @@ from rbench.config.types import (
     ClusterPlan,
     ClusterTarget,
     ConsumerSpec,
+    FaultControlPlan,
+    FaultPlan,
     PublisherSpec,
     QueueDecl,
     RunPlan,
@@ -165,7 +167,8 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
             consumer_message_count=workload.consumer.message_count,
             random_start_delay_s=workload.publisher.random_start_delay, phase=workload.schedule.phase,
             confirm_timeout_s=workload.publisher.confirm_timeout if workload.publisher.confirm else None,
-            warmup_s=workload.warmup, drain_timeout_s=workload.drain_timeout, control=control,
+            warmup_s=workload.warmup, drain_timeout_s=workload.drain_timeout,
+            reconnect_timeout_s=workload.reconnect_timeout, control=control,
             metrics_port=workload.metrics_port, seed=zlib.crc32(f"{run_id}/{cluster}/{t}".encode()),
             bodies=bodies, variable_size=tuple((s.size, s.duration) for s in workload.variable_size or ()),
             consumer_start_delay_s=workload.consumer.start_delay,
@@ -214,19 +217,41 @@ def expected_queues(workload: Workload) -> dict[int, list[str]] | None:
     return out
 
 
+# the local executor waits for a node to boot (cluster.sh BOOT_TIMEOUT, 180 s) before it gives up
+LOCAL_FAULT_TIMEOUT_S = 300.0
+
+
+def fault_plan(workload: Workload, cluster: str) -> tuple[tuple[FaultPlan, ...], FaultControlPlan | None]:
+    """The faults that act on ``cluster`` (validation resolved their targets) and how to execute them."""
+    spec = next(c for c in workload.clusters if c.name == cluster)
+    faults = tuple(FaultPlan(index=i, action=f.action, node=f.node, at_s=f.at, restart_after_s=f.restart_after)
+                   for i, f in enumerate(workload.faults) if cluster in {t.name for t in workload.fault_targets(f)})
+    if not faults:
+        return (), None
+    fc = spec.fault_control
+    if fc.command is None:
+        return faults, FaultControlPlan(kind="local", timeout_s=LOCAL_FAULT_TIMEOUT_S)
+    return faults, FaultControlPlan(kind="command", commands=tuple(fc.command.templates().items()),
+                                    nodes=tuple((n, tuple(sorted(v.items()))) for n, v in fc.node_vars().items()),
+                                    timeout_s=fc.timeout)
+
+
 def plan_run(workload: Workload, run_id: str, out_dir: str, tasks: dict[str, int],
              control: tuple[str, int] | None = None) -> RunPlan:
     """The whole run, planned once: what run.json records, the status line shows and each Spark stage runs.
 
     ``tasks`` gives the number of Spark tasks of each cluster's stage (see ``default_task_count``).
     """
-    clusters = tuple(ClusterPlan(target=cluster_target(workload, c.name),
-                                 tasks=tuple(plan(workload, c.name, tasks[c.name], run_id, out_dir, control)))
-                     for c in workload.clusters)
+    clusters = []
+    for c in workload.clusters:
+        faults, fault_control = fault_plan(workload, c.name)
+        clusters.append(ClusterPlan(target=cluster_target(workload, c.name),
+                                    tasks=tuple(plan(workload, c.name, tasks[c.name], run_id, out_dir, control)),
+                                    faults=faults, fault_control=fault_control))
     return RunPlan(run_id=run_id, workload_name=workload.name, driver=workload.resolved_driver(),
                    steps=step_windows(workload), producers=workload.producers, consumers=workload.consumers,
                    warmup_s=workload.warmup, message_count=workload.publisher.message_count,
-                   colocate=workload.colocate, clusters=clusters)
+                   colocate=workload.colocate, clusters=tuple(clusters))
 
 
 def describe(plans: list[TaskPlan]) -> str:

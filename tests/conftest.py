@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.cluster_fixture import rabbit_cluster  # noqa: F401  (the session fixture of tests marked cluster)
 from tests.loops import LOOP_KINDS, LoopRunner
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -43,6 +44,12 @@ def unique_name(request: pytest.FixtureRequest) -> str:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", "loops(*kinds): run this test's `run` fixture on these loop kinds only")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``cluster`` run last: the 3-node cluster they share starts once, and its three Erlang
+    VMs (about 10 % of a core each, idle) do not run beside every other test of the session."""
+    items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)    # stable: order kept otherwise
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

@@ -30,6 +30,9 @@ FEATURES: dict[str, str] = {
     "multi_ack": "`multi_ack_every=N` acks N deliveries at a time with multiple=true; none is left unacked",
     "streams": "publishes to a stream queue and consumes it from offset `first`",
     "tls": "connects over TLS (a TLS-terminating proxy in front of the broker) and round-trips messages",
+    "reconnect": "a connection cut (TCP proxy) is one `ConnectionLost`: `open()`'s `on_lost` is called once (never "
+                 "by `aclose()`), `ready()`/`publish()` raise it, `uri` names the URI opened; a fresh driver gets the "
+                 "deliveries left unacked back with the broker's redelivered flag (the runtime rides through it)",
 }
 
 # what every driver must do; not a column because there is no skipping it
@@ -81,7 +84,8 @@ MATRIX: dict[str, DriverRow] = {row.name: row for row in (
     DriverRow(
         "amqp091", "amqp", "classic", _amqp_target, "delete_queues", tls_query="cacertfile={ca}",
         supports={"declare": True, "confirms": True, "ordered_confirms": True, "confirm_window": True,
-                  "returns": True, "prefetch": True, "multi_ack": True, "streams": True, "tls": True}),
+                  "returns": True, "prefetch": True, "multi_ack": True, "streams": True, "tls": True,
+                  "reconnect": True}),
     DriverRow(
         "aiopika", "amqp", "classic", _amqp_target, "delete_queues", tls_query="cafile={ca}",
         supports={"declare": True, "confirms": True,
@@ -90,7 +94,7 @@ MATRIX: dict[str, DriverRow] = {row.name: row for row in (
                   "confirm_window": True, "returns": True, "prefetch": True, "multi_ack": True,
                   "streams": "the reference driver passes no consumer arguments, so it cannot ask for "
                              "x-stream-offset=first (RabbitMQ starts a stream consumer at `next`)",
-                  "tls": True}),
+                  "tls": True, "reconnect": True}),
     DriverRow(
         "amqp10", "amqp", "classic", _amqp_target, "delete_queues", tls_query="cacertfile={ca}",
         supports={"declare": True, "confirms": True, "ordered_confirms": True, "confirm_window": True,
@@ -102,7 +106,10 @@ MATRIX: dict[str, DriverRow] = {row.name: row for row in (
                                "suite's byte budget counts 21-byte 0.9.1 acks, and each 1.0 credit top-up is a "
                                "51-byte flow frame (tests/broker/test_amqp10_driver.py checks the batching)",
                   "streams": "RabbitMQ 3.x's AMQP 1.0 plugin cannot read a stream from an offset (4.x only)",
-                  "tls": True}),
+                  "tls": True,
+                  "reconnect": "not yet: the C receiver does not read the message header's first-acquirer / "
+                               "delivery-count, so redeliveries after a reconnect would not be flagged; a lost "
+                               "connection fails the task (ConnectionLost, and on_lost for tasks that only consume)"}),
     DriverRow(
         "stream", "stream", "stream", _stream_target, "delete_streams",
         supports={"declare": True, "confirms": True, "ordered_confirms": True, "confirm_window": True,
@@ -111,7 +118,10 @@ MATRIX: dict[str, DriverRow] = {row.name: row for row in (
                   "prefetch": "stream credit counts chunks, not messages, and stream consumers do not ack",
                   "multi_ack": "stream consumers do not ack; the driver gives credit back per chunk",
                   "streams": True,
-                  "tls": "rabbitmq-stream+tls:// is refused by stream_wire.parse_stream_uri (not implemented)"}),
+                  "tls": "rabbitmq-stream+tls:// is refused by stream_wire.parse_stream_uri (not implemented)",
+                  "reconnect": "re-subscribing where a consumer stopped needs its last offset, which the driver "
+                               "contract does not carry (the spec's offset would deliver the stream again), and a "
+                               "publisher must find its stream's new leader: a lost connection fails the task"}),
 )}
 
 

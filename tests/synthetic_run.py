@@ -58,6 +58,7 @@ class SynthSpec:
     p_nack: float = 0.004
     p_returned: float = 0.003
     p_timeout: float = 0.003
+    p_connection_lost: float = 0.003     # in flight at a cut: delivered (or lost) like an ack
     p_lost: float = 0.004
     p_dup: float = 0.005
     p_reorder: float = 0.005
@@ -157,15 +158,17 @@ def make_run(root: Path, spec: SynthSpec | None = None) -> SynthRun:
                 outcome_idx[u < spec.p_nack] = 1
                 outcome_idx[(u >= spec.p_nack) & (u < spec.p_nack + spec.p_returned)] = 2
                 outcome_idx[(u >= spec.p_nack + spec.p_returned) & (u < spec.p_nack + spec.p_returned + spec.p_timeout)] = 3
+                cut = spec.p_nack + spec.p_returned + spec.p_timeout
+                outcome_idx[(u >= cut) & (u < cut + spec.p_connection_lost)] = 5
             else:
                 outcome_idx[:] = 4
             conf_lat = rng.exponential(1.5e6, t_int.size).astype(np.int64) + 300_000
-            t_conf = np.where(np.isin(outcome_idx, [3, 4]), 0, t_sent + conf_lat)
-            conf_null = np.isin(outcome_idx, [3, 4])
+            t_conf = np.where(np.isin(outcome_idx, [3, 4, 5]), 0, t_sent + conf_lat)
+            conf_null = np.isin(outcome_idx, [3, 4, 5])
             queue_idx = prod % spec.queues
             task = (queue_idx % spec.tasks).astype(np.int32)
-            # delivery: everything that reached a queue (ack, timeout, unconfirmed), minus lost
-            delivered = np.isin(outcome_idx, [0, 3, 4]) & (rng.random(t_int.size) >= spec.p_lost)
+            # delivery: everything that reached a queue (ack, timeout, unconfirmed, connection_lost), minus lost
+            delivered = np.isin(outcome_idx, [0, 3, 4, 5]) & (rng.random(t_int.size) >= spec.p_lost)
             order = np.argsort(t_sent[delivered], kind="stable")
             d_idx = np.flatnonzero(delivered)[order]
             arrive = (t_sent[d_idx] - t0) / 1e9 + 0.0002
@@ -260,3 +263,131 @@ def _write_decoys(run_dir: Path, cluster: str, spec: SynthSpec, base: int, rng: 
         old.commit()
         new = _PartWriter(run_dir / kind / cluster / "task-00000" / f"attempt-{base + 50}", kind_schema, spec.part_rows)
         new.write(_table(cols, np.ones(n, dtype=bool), kind_schema))   # no _COMMITTED: killed mid-write
+
+
+# --- a run with faults: deterministic rows whose every fault figure is known in advance ---
+
+S = 1_000_000_000
+MS = 1_000_000
+
+
+@dataclass
+class FaultRun:
+    run_dir: Path
+    run_json: dict[str, Any]
+    published: dict[str, np.ndarray]
+    consumed: dict[str, np.ndarray]
+
+
+def make_fault_run(root: Path, run_id: str = "20261121T000000Z-faults-0001", t0_ns: int = 1_790_000_000_000_000_000) -> FaultRun:
+    """Two clusters, one step each, 2 producers × 100 msg/s (producer p's k-th message intended at
+    t0 + k·10 ms + p·5 ms, sent 0.1 ms later, confirmed 2 ms and received 3 ms after sending), one queue
+    per producer, warm-up 2 s. What happens, in s since the cluster's t0:
+
+    cluster "a" (30 s, confirms on):
+    * fault 1 (index 0): kill rabbit-2 at 10.25, action ended 10.30, restart 20.0 → back 20.1.
+      Producer 1's connection dies at the cut: its 3 messages sent in [10.22, 10.25) get outcome
+      connection_lost (k 1022 and 1023 are consumed anyway, 1024 is not) and it skips its 150 slots
+      in [10.25, 11.75) (reconnect of task 1 after 1.499 s; task 0's consumers reconnect after 3.898 s).
+      Every confirm due after 10.25 waits until 10.67: first confirm 0.37 s after the action ended. Deliveries due in
+      [10.25, 14.25) arrive in one burst at 14.25, in order: seconds 11–13 consume 0, second 14 consumes 800,
+      then 200/s: consume rate back after 14 − 10.25 = 3.75 s (pre-fault mean 200/s over seconds 2–9).
+    * fault 2 (index 1): stop rabbit-3 at 25.5 (never back; no visible effect): first confirm after
+      0.0021 s, back after 0.5 s; its pre-fault mean leaves out seconds 10–16 (fault 1 through its
+      recovery run): seconds 2–9 and 17–24 = 3205 / 16.
+    * injected fates (steps' measured messages: t_intended ≥ 2 s): producer 0 k 1600, 1601 acked and
+      never consumed (lost, in both windows); producer 0 k 2000–2004 delivered again at 20.110 + i ms,
+      redelivered (duplicated and late: reordered, both windows); producer 1 k 1800 and 1801 received
+      swapped (1 reorder, both windows). In the warm-up, outside every window: producer 0 k 5 lost,
+      producer 1 k 10 delivered again at 0.2 s (duplicated, reordered, redelivered).
+    cluster "b" (10 s, 1000 s later, confirms off): pause rabbit-3 at 1.0 (warm-up), back 1.5; nothing
+    else happens.
+    """
+    run_dir = Path(root) / run_id
+    pubs: list[dict[str, np.ndarray]] = []
+    cons: list[dict[str, np.ndarray]] = []
+    clusters_json: list[dict[str, Any]] = []
+    faults_json: list[dict[str, Any]] = []
+    for name, t0, dur_s, confirm in (("a", t0_ns, 30, True), ("b", t0_ns + 1000 * S, 10, False)):
+        n = dur_s * 100
+        prod = np.repeat(np.arange(2, dtype=np.int32), n)
+        k = np.tile(np.arange(n, dtype=np.int64), 2)
+        t_int = t0 + k * 10 * MS + prod.astype(np.int64) * 5 * MS
+        t_sent = t_int + 100_000
+        t_conf = t_sent + 2 * MS
+        t_recv = t_sent + 3 * MS
+        outcome = np.full(k.size, "ack" if confirm else "unconfirmed", dtype=object)
+        published = np.ones(k.size, dtype=bool)
+        delivered = np.ones(k.size, dtype=bool)
+        extra: list[tuple[int, int]] = []                # (row, t_received) of second copies, redelivered
+        reconnects: list[dict[str, Any]] = []
+        if name == "a":
+            f1 = t0 + 10_250 * MS
+            p1 = prod == 1
+            cut = p1 & (t_sent >= f1 - 30 * MS) & (t_sent < f1)
+            outcome[cut] = "connection_lost"
+            delivered[cut & (k == 1024)] = False
+            published[p1 & (t_int >= f1) & (t_int < f1 + 1500 * MS)] = False
+            t_conf = np.where(t_conf >= f1, np.maximum(t_conf, f1 + 420 * MS), t_conf)
+            held = (t_recv >= f1) & (t_recv < f1 + 4 * S) & published & delivered
+            order = np.flatnonzero(held)[np.argsort(t_recv[held], kind="stable")]
+            t_recv[order] = f1 + 4 * S + np.arange(order.size) * 4_000     # all in before the next due one (+3.1 ms)
+            p0 = prod == 0
+            delivered[p0 & np.isin(k, [5, 1600, 1601])] = False
+            extra += [(int(np.flatnonzero(p0 & (k == 2000 + i))[0]), t0 + 20_110 * MS + i * MS) for i in range(5)]
+            extra.append((int(np.flatnonzero(p1 & (k == 10))[0]), t0 + 200 * MS))
+            a, b = np.flatnonzero(p1 & (k == 1800))[0], np.flatnonzero(p1 & (k == 1801))[0]
+            t_recv[a], t_recv[b] = t_recv[b], t_recv[a]
+            reconnects = [{"task": 1, "t_lost_ns": f1 + MS, "t_back_ns": f1 + 1500 * MS, "uri": "amqp://guest:***@127.0.0.1:5673/",
+                           "in_flight": 3, "skipped": 150},
+                          {"task": 0, "t_lost_ns": f1 + 2 * MS, "t_back_ns": f1 + 3900 * MS, "uri": None, "in_flight": 0, "skipped": 0}]
+            faults_json += [
+                _fault(name, 0, "kill", "rabbit-2", 10.25, 9.75, f1, f1 + 50 * MS, t0 + 20 * S, t0 + 20_100 * MS),
+                _fault(name, 1, "stop", "rabbit-3", 25.5, None, t0 + 25_500 * MS, t0 + 25_600 * MS, None, None)]
+        else:
+            faults_json.append(_fault(name, 0, "pause", "rabbit-3", 1.0, 0.4, t0 + S, t0 + 1_010 * MS, t0 + 1_400 * MS,
+                                      t0 + 1_500 * MS))
+        conf_null = ~np.isin(outcome, ["ack"])
+        queue = np.array([f"q-{p}" for p in range(2)], dtype=object)[prod]
+        pm = published
+        pub = {"run_id": np.full(pm.sum(), run_id, dtype=object), "cluster": np.full(pm.sum(), name, dtype=object),
+               "step": np.zeros(pm.sum(), dtype=np.int32), "task": prod[pm], "producer": prod[pm], "queue": queue[pm],
+               "seq": k[pm], "size": np.full(pm.sum(), 64, dtype=np.int32), "t_intended": t_int[pm], "t_sent": t_sent[pm],
+               "t_confirmed": np.where(conf_null, 0, t_conf)[pm], "t_confirmed_null": conf_null[pm], "outcome": outcome[pm]}
+        rows = np.concatenate([np.flatnonzero(pm & delivered), np.array([r for r, _ in extra], dtype=np.int64)])
+        recv = np.concatenate([t_recv[pm & delivered], np.array([t for _, t in extra], dtype=np.int64)])
+        red = np.concatenate([np.zeros((pm & delivered).sum(), dtype=bool), np.ones(len(extra), dtype=bool)])
+        con = {"run_id": np.full(rows.size, run_id, dtype=object), "cluster": np.full(rows.size, name, dtype=object),
+               "step": np.zeros(rows.size, dtype=np.int32), "task": prod[rows], "consumer": prod[rows], "queue": queue[rows],
+               "producer": prod[rows], "seq": k[rows], "size": np.full(rows.size, 64, dtype=np.int32),
+               "t_intended": t_int[rows], "t_sent": t_sent[rows], "t_received": recv, "redelivered": red}
+        for kind, cols, sch in (("published", pub, PUBLISHED_SCHEMA), ("consumed", con, CONSUMED_SCHEMA)):
+            for t in range(2):
+                w = _PartWriter(run_dir / kind / name / f"task-{t:05d}" / f"attempt-{100 + t}", sch, 65_536)
+                w.write(_table(cols, cols["task"] == t, sch))
+                w.commit()
+        pubs.append(pub)
+        cons.append(con)
+        clusters_json.append({"name": name, "nodes": 3, "instance_type": "local", "volume_type": "local", "volume_gb": 0,
+                              "uris": ["amqp://guest:***@127.0.0.1:5672/"], "tasks": 2, "producers": 2, "consumers": 2,
+                              "t0_ns": t0, "status": "complete", "reconnects": reconnects,
+                              "steps": [{"step": 0, "rate_per_producer": 100.0, "target_rate": 200.0, "duration_s": dur_s,
+                                         "start_ns": t0, "end_ns": t0 + dur_s * S, "status": "complete"}]})
+    run_json = {"run_id": run_id, "status": "complete", "workload_name": "faults", "workload": {"name": "faults"},
+                "workload_hash": "fa17", "driver": "synthetic", "started_at": "2026-11-21T00:00:00+00:00",
+                "ended_at": "2026-11-21T00:20:00+00:00", "warmup_s": 2.0, "clusters": clusters_json,
+                "routes": {"0": ["q-0"], "1": ["q-1"]}, "faults": faults_json,
+                "clock": "producers and consumers of a queue share a task (one clock)", "host": {"hostname": "synthetic"},
+                "message_count": None}
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "run.json").write_text(json.dumps(run_json, indent=2))
+    return FaultRun(run_dir, run_json, {k: np.concatenate([p[k] for p in pubs]) for k in pubs[0]},
+                    {k: np.concatenate([c[k] for c in cons]) for k in cons[0]})
+
+
+def _fault(cluster: str, index: int, action: str, node: str, at_s: float, restart_after_s: float | None, start: int,
+           end: int, back_start: int | None, back_end: int | None) -> dict[str, Any]:
+    """One entry of run.json ``faults`` (the coordinator's log of an executed action)."""
+    return {"cluster": cluster, "index": index, "action": action, "node": node, "at_s": at_s,
+            "restart_after_s": restart_after_s, "t_start_ns": start, "t_end_ns": end, "t_back_start_ns": back_start,
+            "t_back_end_ns": back_end, "ok": True, "error": None}

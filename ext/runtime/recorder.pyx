@@ -24,14 +24,15 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, 
 from byteorder cimport put_le32, put_le64, get_le32, get_le64
 from clock cimport realtime_ns
 
-# outcomes, as in recorder.OUTCOME_NAMES
+# outcomes: indices into rbench.samples.schema.OUTCOMES (PENDING is never written)
 cdef enum:
     ACK = 0
     NACK = 1
     RETURNED = 2
     TIMEOUT = 3
     UNCONFIRMED = 4
-    PENDING = 5
+    CONNECTION_LOST = 5
+    PENDING = 6
 
 STAMP_SIZE = 24
 PUBLISHED_COLUMNS = ("producer", "queue", "size", "seq", "t_intended", "t_sent", "t_confirmed", "outcome")
@@ -261,7 +262,7 @@ cdef class RecorderCore:
     cdef int64_t* clat
     cdef Py_ssize_t clat_n
     cdef Py_ssize_t clat_cap
-    cdef readonly int64_t n_published, n_confirmed, n_nacked, n_returned, n_consumed, n_timeout
+    cdef readonly int64_t n_published, n_confirmed, n_nacked, n_returned, n_consumed, n_timeout, n_connection_lost
 
     def __cinit__(self, Py_ssize_t pending_capacity=256) -> None:
         cdef Py_ssize_t psizes[8]
@@ -556,13 +557,18 @@ cdef class RecorderCore:
 
     def expire(self, int64_t now_ns, int64_t timeout_ns) -> int:
         """Time out pending confirms sent more than timeout_ns before now_ns; returns how many."""
-        return self._expire(now_ns, timeout_ns, False)
+        return self._expire(now_ns, timeout_ns, False, TIMEOUT)
 
     def expire_all(self) -> int:
         """Time out every pending confirm (close)."""
-        return self._expire(0, 0, True)
+        return self._expire(0, 0, True, TIMEOUT)
 
-    cdef Py_ssize_t _expire(self, int64_t now_ns, int64_t timeout_ns, bint everything) except -1:
+    def lose_pending(self) -> int:
+        """Mark every pending confirm ``connection_lost`` (the connection died before it came); how many.
+        A returned message keeps ``returned``; a confirm that arrives later is ignored, as after a timeout."""
+        return self._expire(0, 0, True, CONNECTION_LOST)
+
+    cdef Py_ssize_t _expire(self, int64_t now_ns, int64_t timeout_ns, bint everything, int8_t outcome) except -1:
         cdef Py_ssize_t cap = self.mask + 1, s, i, n = 0
         cdef uint64_t* hit
         cdef Cols* t = &self.pub
@@ -578,13 +584,16 @@ cdef class RecorderCore:
                     hit[n] = self.keys[s]
                     n += 1
                     if (<int8_t*>t.ptr[P_OUTCOME])[i] != RETURNED:
-                        (<int8_t*>t.ptr[P_OUTCOME])[i] = TIMEOUT
+                        (<int8_t*>t.ptr[P_OUTCOME])[i] = outcome
         for i in range(n):
             s = self._map_find(hit[i])
             if s >= 0:
                 self._map_delete(s)
         free(hit)
-        self.n_timeout += n
+        if outcome == CONNECTION_LOST:
+            self.n_connection_lost += n
+        else:
+            self.n_timeout += n
         return n
 
     def flushable_published(self) -> int:

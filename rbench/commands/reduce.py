@@ -57,6 +57,13 @@ def run(args: argparse.Namespace) -> int:
     for line in lines(result.leaderboard):
         print(line)
     print(f"steps: {result.out_dir / 'steps.parquet'} ({len(result.steps)} steps)")
+    if result.faults:
+        from rbench.coordinator.summary import fault_line
+
+        several = len({(f["run_id"], f["cluster"]) for f in result.faults}) > 1
+        for f in result.faults:
+            print(fault_line(f, with_cluster=several))
+        print(f"faults: {result.out_dir / 'faults.csv'} ({len(result.faults)} fault(s))")
     print(f"leaderboard: {result.out_dir / 'leaderboard.md'}")
     print(f"report: {result.report}")
     if args.history:

@@ -36,4 +36,9 @@ def run(args: argparse.Namespace) -> int:
     for c, cost in zip(w.clusters, costs):
         print(f"   cluster {c.name}: {c.nodes} × {c.instance_type} + {c.volume_gb} GB {c.volume_type}: "
               f"{cost['monthly_cost']:,.2f} {prices.currency}/month")
+    for i, f in enumerate(w.faults):
+        back = "back at the end of the run" if f.restart_after is None else f"back after {f.restart_after:g} s"
+        back = "" if f.action == "restart" else f", {back}"
+        targets = ", ".join(c.name for c in w.fault_targets(f))
+        print(f"   fault {i + 1}: {f.action} {f.node} at {f.at:g} s{back} (cluster {targets})")
     return 0

@@ -6,6 +6,8 @@ can read a workload file without a glossary; `rbench perftest` maps its flags he
 """
 from __future__ import annotations
 
+import re
+import string
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -13,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from rbench.config.durations import Seconds
 from rbench.config.uri import AMQP_SCHEMES, STREAM_SCHEMES, parse_uri
 from rbench.errors import ConfigError
+from rbench.faults.terms import FAULT_STEPS, FAULT_VERBS, is_loopback_host, local_index, local_node_names
 
 # RabbitMQ's max_message_size default in 3.8-3.13 (134217728 bytes, checked on 3.10.8 with
 # `rabbitmqctl eval 'application:get_env(rabbit, max_message_size).'`); 4.0 lowered it to 16 MiB.
@@ -32,6 +35,86 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True, allow_inf_nan=False)
 
 
+FaultAction = Literal["kill", "stop", "pause", "restart"]         # rbench.faults.terms.FAULT_ACTIONS
+_NODE_NAME = r"^[A-Za-z0-9_.@:-]+$"
+
+
+class FaultCommands(_Model):
+    """Shell command templates of a cluster's fault executor, one per verb (docs/faults.md).
+
+    ``{node}`` is the node's name, ``{cluster}`` the cluster's, and every key a node gives under
+    ``fault_control.nodes`` ({host}, {pod} …); values are shell-quoted. ``{{`` and ``}}`` are literal braces."""
+
+    kill: str | None = Field(default=None, description="Crash the node, e.g. ssh {host} sudo pkill -9 -f beam.smp")
+    start: str | None = Field(default=None, description="Start the node again (after kill or stop); it must rejoin the cluster.")
+    stop: str | None = Field(default=None, description="Stop the node gracefully, e.g. ssh {host} sudo systemctl stop rabbitmq-server")
+    pause: str | None = Field(default=None, description="Freeze the node, e.g. ssh {host} sudo pkill -STOP -f beam.smp")
+    resume: str | None = Field(default=None, description="Unfreeze a paused node, e.g. ssh {host} sudo pkill -CONT -f beam.smp")
+
+    def templates(self) -> dict[str, str]:
+        return {verb: t for verb in FAULT_VERBS if (t := getattr(self, verb)) is not None}
+
+
+class FaultControl(_Model):
+    """How a cluster's faults are executed (docs/faults.md): ``local`` (the default; the nodes
+    rabbit-1 … rabbit-<nodes> of scripts/cluster.sh on this machine) or, for a real cluster,
+    ``{command: {kill: …, start: …}, nodes: …}``: each action is a command the coordinator runs."""
+
+    command: FaultCommands | None = Field(default=None, description="Command templates; absent: local.")
+    nodes: list[Annotated[str, Field(pattern=_NODE_NAME)]] | dict[Annotated[str, Field(pattern=_NODE_NAME)], dict[str, str | int]] | None = Field(
+        default=None, description="The nodes a fault may name: a list of names, or name → its placeholders ({host: 10.0.0.2}).")
+    timeout: Seconds = Field(default=120.0, gt=0, description="A command still running after this long is killed and "
+                                                              "logged as a failed action.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _local(cls, value: Any) -> Any:
+        if value == "local":
+            return {}
+        if not isinstance(value, dict):
+            raise ValueError("expected local, or a mapping with command and nodes")
+        return value
+
+    @property
+    def local(self) -> bool:
+        return self.command is None
+
+    def node_vars(self) -> dict[str, dict[str, str]]:
+        if self.nodes is None:
+            return {}
+        if isinstance(self.nodes, list):
+            return {n: {} for n in self.nodes}
+        return {n: {k: str(v) for k, v in fields.items()} for n, fields in self.nodes.items()}
+
+    @model_validator(mode="after")
+    def _placeholders(self) -> FaultControl:
+        """Every placeholder of every template is known for every node, so no command fails to format mid-run."""
+        if self.command is None:
+            if self.nodes is not None:
+                raise ValueError("nodes: only with command (the local cluster's nodes are rabbit-1 … rabbit-<nodes>)")
+            return self
+        if not self.nodes:
+            raise ValueError("nodes: expected the nodes the commands act on (a list of names, or name → placeholders)")
+        templates = self.command.templates()
+        if not templates:
+            raise ValueError("command: expected at least one of " + ", ".join(FAULT_VERBS))
+        nodes = self.node_vars()
+        for verb, template in templates.items():
+            try:
+                names = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
+            except ValueError as exc:
+                raise ValueError(f"command.{verb}: {exc} (write {{{{ and }}}} for literal braces)") from None
+            for name in names:
+                if not name.isidentifier():
+                    raise ValueError(f"command.{verb}: expected placeholders such as {{node}} or {{host}}, got {{{name}}}")
+                if name in ("node", "cluster"):
+                    continue
+                missing = [n for n, fields in nodes.items() if name not in fields]
+                if missing:
+                    raise ValueError(f"nodes: {missing[0]} gives no {name!r}, which command.{verb} uses ({{{name}}})")
+        return self
+
+
 class Cluster(_Model):
     """A broker target; node count, instance and volume type feed the cost model."""
 
@@ -48,6 +131,26 @@ class Cluster(_Model):
     max_message_size: int = Field(default=DEFAULT_MAX_MESSAGE_SIZE, ge=1, le=512 * 1024 * 1024,
                                   description="The broker's max_message_size in bytes (RabbitMQ 3.8-3.13 default 128 MiB, "
                                               "4.x 16 MiB, at most 512 MiB); bodies larger than this are refused at validation.")
+    fault_control: FaultControl = Field(
+        default_factory=FaultControl, description="How the workload's faults act on this cluster: local (the nodes "
+                                                  "rabbit-1 … rabbit-<nodes> of scripts/cluster.sh on this machine) or "
+                                                  "command templates for a real cluster (docs/faults.md).")
+
+    def fault_nodes(self) -> tuple[str, ...]:
+        """The node names a fault may give for this cluster (empty: faults cannot reach it)."""
+        if self.fault_control.local:
+            return local_node_names(self.nodes) if self.local_uris() else ()
+        return tuple(self.fault_control.node_vars())
+
+    def local_uris(self) -> bool:
+        """Every URI names this machine: the local fault executor may act for this cluster."""
+        return all(is_loopback_host(parse_uri(u, AMQP_SCHEMES).host) for u in self.uris)
+
+    def has_node(self, node: str) -> bool:
+        if self.fault_control.local:
+            i = local_index(node)
+            return i is not None and i <= self.nodes and self.local_uris()
+        return node in self.fault_control.node_vars()
 
     @field_validator("uris", "stream_uris")
     @classmethod
@@ -285,6 +388,36 @@ class BrokerMetrics(_Model):
     management_port: int = Field(default=15672, gt=0, lt=65536)
     prometheus_port: int = Field(default=15692, gt=0, lt=65536)
     management_scheme: Literal["http", "https"] = "http"
+    management_urls: list[str] | None = Field(
+        default=None, min_length=1,
+        description="Management API bases (http://HOST:PORT/api), the first that answers speaks for the cluster; "
+                    "default: each URI host at management_port.")
+    prometheus_urls: list[str] | None = Field(
+        default=None, min_length=1,
+        description="Every node's metrics endpoint (http://HOST:PORT/metrics); default: each URI host at "
+                    "prometheus_port. List them when nodes share a host on different ports.")
+
+    @field_validator("management_urls", "prometheus_urls")
+    @classmethod
+    def _http_urls(cls, urls: list[str] | None) -> list[str] | None:
+        for url in urls or []:
+            if not re.match(r"^https?://[^/\s]+", url):
+                raise ValueError(f"expected http:// or https:// URLs, got {url!r}")
+        return urls
+
+
+class Fault(_Model):
+    """One fault of the run: at ``at`` after the load starts, do ``action`` to ``node`` (docs/faults.md)."""
+
+    at: Seconds = Field(description="When, after the cluster's load starts (t0).")
+    action: FaultAction = Field(description="kill (SIGKILL), stop (graceful), pause (SIGSTOP) or restart (stop, then "
+                                            "start at once).")
+    node: str = Field(min_length=1, pattern=_NODE_NAME,
+                      description="rabbit-2 on the local cluster; a name of fault_control.nodes on a real one.")
+    restart_after: Seconds | None = Field(default=None, gt=0,
+                                          description="Bring the node back this long after the fault (start after kill "
+                                                      "or stop, resume after pause); null: at the end of the run.")
+    cluster: str | None = Field(default=None, description="The cluster; default every cluster that has the node.")
 
 
 class Workload(_Model):
@@ -321,8 +454,12 @@ class Workload(_Model):
     regress: Regress | None = Field(default=None, description="Thresholds for `rbench regress` (not part of the workload hash).")
     variable_size: list[SizeStep] | None = Field(default=None, description="Body sizes cycled over time, each held for its duration (PerfTest -vs).")
     startup_timeout: Seconds = Field(default=0.0, description="Keep retrying a broker that refuses connections this long before failing (PerfTest --servers-startup-timeout).")
+    reconnect_timeout: Seconds = Field(default=60.0, ge=0, description="When a task's broker connection is lost mid-run, reconnect (next URI first) "
+                                                                  "for up to this long before failing the task; 0 = fail at once (docs/drivers.md).")
     progress: Progress = Field(default_factory=Progress)
     broker_metrics: BrokerMetrics = Field(default_factory=BrokerMetrics)
+    faults: list[Fault] = Field(default_factory=list, max_length=100,
+                                description="Kill, stop, pause or restart broker nodes during the run (docs/faults.md).")
 
     @field_validator("rate")
     @classmethod
@@ -384,7 +521,72 @@ class Workload(_Model):
             raise ValueError("producers: expected at least one producer or consumer")
         if self.warmup >= min(s.duration for s in self.steps()):
             raise ValueError("warmup: expected less than the shortest step's duration")
+        if self.faults:
+            self._check_faults()
         return self
+
+    def run_length(self) -> float:
+        """Seconds from t0 to the planned end of the load (the last step's end)."""
+        return sum(s.duration for s in self.steps())
+
+    def fault_targets(self, fault: Fault) -> list[Cluster]:
+        """The clusters a fault acts on: its own, or every cluster whose fault executor has the node."""
+        candidates = [c for c in self.clusters if fault.cluster in (None, c.name)]
+        return [c for c in candidates if c.has_node(fault.node)]
+
+    def _check_faults(self) -> None:
+        """What a fault names must exist, fall inside the run and have the commands it needs."""
+        if self.rate_search is not None:
+            raise ValueError("faults: not with rate_search (each probe is a run of its own); use rate_steps")
+        end = self.run_length()
+        down: dict[tuple[str, str], list[tuple[float, float, int]]] = {}
+        for i, f in enumerate(self.faults):
+            where = f"faults[{i}]"
+            if f.action == "restart" and f.restart_after is not None:
+                raise ValueError(f"{where}.restart_after: restart starts the node again at once; drop restart_after "
+                                 "or use stop")
+            if f.at >= end:
+                raise ValueError(f"{where}.at: expected a duration inside the run (0–{end:g} s), got {f.at:g}s")
+            if f.cluster is not None and f.cluster not in {c.name for c in self.clusters}:
+                raise ValueError(f"{where}.cluster: no cluster named {f.cluster!r} "
+                                 f"(clusters: {', '.join(c.name for c in self.clusters)})")
+            targets = self.fault_targets(f)
+            if not targets:
+                raise ValueError(f"{where}.node: {self._no_node(f)}")
+            for c in targets:
+                if c.fault_control.command is not None:
+                    given = c.fault_control.command.templates()
+                    for verb in FAULT_STEPS[f.action]:
+                        if verb not in given:
+                            j = self.clusters.index(c)
+                            raise ValueError(f"{where}.action: {f.action} needs clusters[{j}].fault_control.command.{verb} "
+                                             f"(cluster {c.name}), which is not given")
+                key = (c.name, f"rabbit-{local_index(f.node)}" if c.fault_control.local else f.node)
+                start = f.at
+                # a restart is an instant (a nanosecond here); without restart_after a node is down until the end
+                stop = f.at + 1e-9 if f.action == "restart" else (f.at + f.restart_after if f.restart_after else float("inf"))
+                for other_start, other_stop, j in down.get(key, []):
+                    if max(start, other_start) < min(stop, other_stop):
+                        back = "the end of the run" if other_stop == float("inf") else f"{other_stop:g} s"
+                        raise ValueError(f"{where}.at: {f.node} of cluster {c.name} is down from faults[{j}] "
+                                         f"({other_start:g} s) until {back}; one fault per node at a time")
+                down.setdefault(key, []).append((start, stop, i))
+
+    def _no_node(self, f: Fault) -> str:
+        """Why no cluster has the fault's node, naming the nodes there are."""
+        parts = []
+        for c in self.clusters:
+            if f.cluster not in (None, c.name):
+                continue
+            if c.fault_control.local and not c.local_uris():
+                parts.append(f"cluster {c.name}: none, its URIs name other hosts and fault_control is local "
+                             f"(give fault_control.command for a real cluster)")
+            elif c.fault_control.local:
+                parts.append(f"cluster {c.name}: {', '.join(c.fault_nodes())} (the local cluster's nodes up to "
+                             f"nodes: {c.nodes})")
+            else:
+                parts.append(f"cluster {c.name}: {', '.join(c.fault_nodes())} (fault_control.nodes)")
+        return f"expected a node of {'; '.join(parts)}, got {f.node}"
 
     def steps(self) -> list[RateStep]:
         """The schedule as explicit steps (one step for a plain rate; a rate search's first probe)."""

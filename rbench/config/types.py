@@ -127,6 +127,7 @@ class TaskPlan:
     confirm_timeout_s: float | None = 30.0
     warmup_s: float = 0.0
     drain_timeout_s: float = 10.0
+    reconnect_timeout_s: float = 60.0           # ride through a lost connection this long; 0 = a loss fails the task
     control: tuple[str, int] | None = None      # coordinator's progress/control endpoint
     metrics_port: int | None = None
     seed: int = 0
@@ -145,11 +146,34 @@ class TaskPlan:
 
 
 @dataclass(frozen=True)
+class FaultPlan:
+    """One fault on one cluster, relative to that cluster's t0 (the coordinator executes it; docs/faults.md)."""
+
+    index: int                          # position in the workload's faults list
+    action: str                         # kill | stop | pause | restart
+    node: str                           # as the workload names it (rabbit-2, or a fault_control.nodes name)
+    at_s: float
+    restart_after_s: float | None       # None: brought back when the run ends
+
+
+@dataclass(frozen=True)
+class FaultControlPlan:
+    """How a cluster's faults are executed: the local cluster.sh, or command templates."""
+
+    kind: Literal["local", "command"] = "local"
+    commands: tuple[tuple[str, str], ...] = ()                          # verb (kill, start …) → template
+    nodes: tuple[tuple[str, tuple[tuple[str, str], ...]], ...] = ()     # node → its placeholders
+    timeout_s: float = 300.0
+
+
+@dataclass(frozen=True)
 class ClusterPlan:
-    """One cluster's barrier stage: task i of the stage runs ``tasks[i]``."""
+    """One cluster's barrier stage: task i of the stage runs ``tasks[i]``; faults run beside it."""
 
     target: ClusterTarget
     tasks: tuple[TaskPlan, ...]
+    faults: tuple[FaultPlan, ...] = ()
+    fault_control: FaultControlPlan | None = None          # None when the cluster has no faults
 
     @property
     def name(self) -> str:

@@ -165,7 +165,12 @@ class BrokerSampler:
         self.vhost = first.vhost
         token = base64.b64encode(f"{first.user}:{first.password}".encode()).decode()
         self._auth = f"Basic {token}"
-        self.hosts = list(dict.fromkeys(u.host for u in uris))
+        hosts = list(dict.fromkeys(u.host for u in uris))
+        # one node per Prometheus endpoint; nodes sharing a host on other ports are listed in the workload
+        self.management_bases = [u.rstrip("/") for u in cfg.management_urls] if cfg.management_urls else \
+            [f"{cfg.management_scheme}://{h}:{cfg.management_port}/api" for h in hosts]
+        self.prometheus_urls = list(cfg.prometheus_urls) if cfg.prometheus_urls else \
+            [f"http://{h}:{cfg.prometheus_port}/metrics" for h in hosts]
         self.sources: list[str] = []
         if cfg.source in ("management", "both"):
             self.sources.append("management")
@@ -305,8 +310,7 @@ class BrokerSampler:
     def _management(self, t_ns: int, depth: dict[str, float]) -> list[dict[str, Any]]:
         rows = []
         last: Exception | None = None
-        for host in self.hosts:                     # the first node that answers speaks for the cluster
-            base = f"{self.cfg.management_scheme}://{host}:{self.cfg.management_port}/api"
+        for base in self.management_bases:          # the first node that answers speaks for the cluster
             try:
                 nodes = json.loads(self._get(f"{base}/nodes", auth=True))
                 vhost = urllib.parse.quote(self.vhost, safe="")
@@ -353,14 +357,15 @@ class BrokerSampler:
         rows = []
         answered = 0
         last: Exception | None = None
-        for host in self.hosts:
+        for url in self.prometheus_urls:
             try:
-                text = self._get(f"http://{host}:{self.cfg.prometheus_port}/metrics", auth=False).decode()
+                text = self._get(url, auth=False).decode()
             except Exception as exc:
                 last = exc
                 continue
             answered += 1
             samples = parse_prometheus(text)
+            host = urllib.parse.urlsplit(url).netloc
             node = next((lab.get("rabbitmq_node", host) for name, lab, _ in samples if name == "rabbitmq_identity_info"), host)
             for name, labels, value in samples:
                 hit = _PROM_FIELDS.get(name)

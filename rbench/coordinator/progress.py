@@ -187,4 +187,12 @@ class ProgressPrinter:
                 f"e2e p50 {format_latency(histogram.quantile_ns(so_far.hist, 0.5))}  "
                 f"p99 {format_latency(histogram.quantile_ns(so_far.hist, 0.99))}"
                 + (f" | nacked {iv.nacked} returned {iv.returned}" if iv.nacked or iv.returned else "")
-                + (f" | GENERATOR-BOUND? {iv.generator}" if iv.generator else ""))
+                + (f" | GENERATOR-BOUND? {iv.generator}" if iv.generator else "")
+                + self.reconnecting_note())
+
+    def reconnecting_note(self) -> str:
+        """`` | reconnecting (task 3)`` while any task of the cluster is disconnected and riding through it."""
+        tasks = sorted(self.board.reconnecting.get(self.cluster, ()))
+        if not tasks:
+            return ""
+        return f" | reconnecting (task{'s' if len(tasks) > 1 else ''} {', '.join(map(str, tasks))})"

@@ -17,7 +17,7 @@ from typing import Any, TextIO
 
 from rbench.config.load import workload_hash
 from rbench.config.model import Workload
-from rbench.config.types import RunPlan
+from rbench.config.types import ClusterPlan, RunPlan
 from rbench.coordinator.progress import ProgressPrinter
 from rbench.coordinator.timings import Timings
 from rbench.drivers.base import load_driver
@@ -122,15 +122,28 @@ def _load_end(results: list[dict[str, Any]]) -> tuple[int | None, str]:
 
 
 class _Watchers:
-    """What runs on the coordinator beside a cluster's stage: the broker sampler and the consumer pause."""
+    """What runs on the coordinator beside a cluster's stage: the faults, the broker sampler and the consumer pause."""
 
-    def __init__(self, workload: Workload, run_dir: Path, run_id: str, target: Any, control: ControlServer,
+    def __init__(self, workload: Workload, run_dir: Path, run_id: str, cluster: ClusterPlan, control: ControlServer,
                  routes: dict[int, list[str]] | None, steps: int, out: TextIO | None) -> None:
         from rbench.coordinator.broker import BrokerSampler
+        from rbench.coordinator.faults import FaultController
         from rbench.coordinator.pause import PauseController
+        from rbench.faults.executor import make_executor
 
+        target = cluster.target
         self.sampler: BrokerSampler | None = None
         self.pauser: PauseController | None = None
+        self.faults: FaultController | None = None
+        self.fault_records: list[dict[str, Any]] = []
+        if cluster.faults and cluster.fault_control is not None:
+            executor = make_executor(cluster.fault_control, target.name)
+            problem = executor.check(sorted({f.node for f in cluster.faults}))
+            if problem:           # before anything starts: a fault that cannot act is a broken experiment
+                raise BrokerError(f"cluster {target.name}: faults: {problem}")
+            self.faults = FaultController(target.name, cluster.faults, executor,
+                                          lambda: control.board.t0_ns.get(target.name), out,
+                                          run_dir / "faults" / f"{target.name}.log").start()
         if workload.broker_metrics.enabled:
             self.sampler = BrokerSampler(run_dir, run_id, target, workload.queues.names(workload.name),
                                          workload.broker_metrics, out).start()
@@ -140,8 +153,11 @@ class _Watchers:
                                           steps, out).start()
 
     def stop(self) -> dict[str, Any]:
-        """Stop both; what run.json records for the cluster (broker_metrics, pause)."""
+        """Stop all; what run.json records for the cluster (broker_metrics, pause). Nodes a fault left
+        down are brought back first; the fault records are left in ``fault_records``."""
         out: dict[str, Any] = {}
+        if self.faults is not None:
+            self.fault_records = self.faults.stop()
         if self.pauser is not None:
             out["pause"] = self.pauser.stop()
         if self.sampler is not None:
@@ -250,7 +266,7 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
             if progress or printer.csv is not None:
                 printer.start(cluster.name)
             control.expect_tasks(cluster.name, len(cluster.tasks))
-            watchers = _Watchers(workload, run_dir, run_id, cluster.target, control, routes, len(plan.steps), out)
+            watchers = _Watchers(workload, run_dir, run_id, cluster, control, routes, len(plan.steps), out)
             try:
                 results = spark.submit_barrier_stage(session, list(cluster.tasks))
             except RbenchError:
@@ -258,7 +274,9 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
                 raise
             finally:
                 c.update(watchers.stop())
+                info.data["faults"].extend(watchers.fault_records)
             c["task_results"] = results
+            info.set_reconnects(cluster.name, results)
             _mark_task_instants(timings, cluster.name, control.board.first_seen.get(cluster.name), results)
             c["metrics_endpoints"] = sorted(v for (name, _), v in control.board.metrics_endpoints.items() if name == cluster.name)
             t0 = min((r["t0_ns"] for r in results if r.get("t0_ns")), default=control.board.t0_ns.get(cluster.name))

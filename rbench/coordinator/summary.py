@@ -13,7 +13,7 @@ from typing import Any, TextIO
 
 from rbench.samples.conventions import shown_step
 
-TOTALS = ("published", "confirmed", "consumed", "nacked", "returned", "timeout")
+TOTALS = ("published", "confirmed", "consumed", "nacked", "returned", "timeout", "connection_lost")
 
 
 def _ms(value: float | None) -> str:
@@ -24,6 +24,50 @@ def cluster_totals(info: dict[str, Any]) -> dict[str, dict[str, int]]:
     """What the tasks counted per cluster (run.json task_results): every message, warm-up included."""
     return {c["name"]: {k: sum(int(t.get(k, 0)) for t in c.get("task_results", [])) for k in TOTALS}
             for c in info["clusters"]}
+
+
+def _n(value: int | None) -> str:
+    return "-" if value is None else f"{value:,}"
+
+
+def fault_line(f: dict[str, Any], with_cluster: bool = False) -> str:
+    """One fault of the reduce (rbench.reduce.faults) in one line: when, the first confirm after it, when the
+    consume rate was back, and what it cost in its window (the same figures as faults.csv)."""
+    back = "node not back during the run" if f.get("back_s") is None else f"node back at {f['back_s']:.1f} s"
+    head = (f"{f['cluster']}: " if with_cluster else "") + f"fault {int(f['index']) + 1} {f['action']} {f['node']} at {f['at_s']:.1f} s ({back})"
+    if not f.get("ok", True):
+        head += f" FAILED ({f.get('error') or 'no reason given'})"
+    wait = f.get("first_confirm_s")
+    first = ("no confirm after it" if wait is None else
+             f"first confirm after {wait:.2f} s" if wait >= 0.01 else f"first confirm after {wait * 1000:.1f} ms")
+    if f.get("consume_back"):
+        rate = f"consume rate back after {f['consume_back_s']:.1f} s"
+    elif f.get("consume_back") is False:
+        lowest = f.get("consume_lowest_rate")
+        rate = "consume rate not back" + ("" if lowest is None else f" (lowest {lowest:,.0f}/s)")
+    else:
+        rate = f"consume rate back: not measurable ({f.get('recovery_note')})"
+    cut = f"in flight at the cut {_n(f.get('connection_lost'))} ({_n(f.get('connection_lost_consumed'))} consumed)"
+    line = (f"{head}: {first}, {rate}, lost {_n(f.get('lost'))}, {cut}, duplicated {_n(f.get('duplicated'))}, "
+            f"reordered {_n(f.get('reordered'))}")
+    if f.get("reconnect_max_s") is not None:
+        line += f", longest reconnect {f['reconnect_max_s']:.2f} s"
+    return line
+
+
+def print_reconnects(cluster: dict[str, Any], out: TextIO | None = None) -> None:
+    """One line per lost connection a task of ``cluster`` rode through (run.json ``reconnects``)."""
+    skipped = sum(int(s.get("skipped_disconnected", 0)) for s in cluster.get("steps", []))
+    for r in cluster.get("reconnects", []):
+        if r["t_back_ns"] is None:
+            back = "never back"
+        else:
+            back = f"back after {(r['t_back_ns'] - r['t_lost_ns']) / 1e9:.2f} s on {r['uri']}"
+        print(f"{cluster['name']} task {r['task']}: connection lost, {back}; {r['in_flight']} in flight "
+              f"(connection_lost), {r['skipped']} scheduled message(s) not sent while disconnected", file=out)
+    if skipped and cluster.get("reconnects"):
+        print(f"{cluster['name']}: {skipped} scheduled message(s) skipped while disconnected in all "
+              f"(run.json steps[].skipped_disconnected)", file=out)
 
 
 def print_summary(run_dir: Path, reduced: Any = None, out: TextIO | None = None) -> None:
@@ -69,9 +113,15 @@ def print_summary(run_dir: Path, reduced: Any = None, out: TextIO | None = None)
                      f" (measured messages)")
         if stale.get(name):
             extra += f", stale {stale[name]:,} (left in the queue by an earlier run: ignored)"
+        lost_conn = f", connection lost {counts['connection_lost']}" if counts["connection_lost"] else ""
         print(f"{name}: published {counts['published']:,}, confirmed {counts['confirmed']:,}, "
               f"consumed {counts['consumed']:,}, nacked {counts['nacked']}, returned {counts['returned']}, "
-              f"confirm timeouts {counts['timeout']}{extra}", file=out)
+              f"confirm timeouts {counts['timeout']}{lost_conn}{extra}", file=out)
+    for c in info["clusters"]:
+        print_reconnects(c, out)
+    faults = list(getattr(reduced, "faults", None) or [])
+    for f in faults:
+        print(fault_line(f, with_cluster=len({x["cluster"] for x in faults}) > 1), file=out)
     if reduced is None:
         print(f"per-step figures: rbench reduce {run_dir}", file=out)
     else:

@@ -20,10 +20,10 @@ from pamqp import commands as spec_commands
 
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
 from rbench.config.uri import AMQP_SCHEMES, parse_uri
-from rbench.drivers.base import OnMessage, PublishSink
+from rbench.drivers.base import OnLost, OnMessage, PublishSink
 from rbench.drivers.connect import first_that_answers
 from rbench.drivers.replies import named
-from rbench.errors import BrokerError, os_error_text
+from rbench.errors import BrokerError, ConnectionLost, os_error_text
 
 CONNECT_TIMEOUT_S = 8.0
 # aiormq logs connection and channel events itself; rbench reports failures once, masked
@@ -44,8 +44,9 @@ def broker_error(exc: BaseException, doing: str) -> BrokerError:
     return named(f"{doing}: broker closed the channel{f' with {code}' if code else ''}: {detail}", code, detail)
 
 
-async def connect_first(uris: tuple[str, ...], timeout: float = CONNECT_TIMEOUT_S) -> AbstractConnection:
-    """Connect to the first URI that answers (rbench.drivers.connect); errors name every URI tried, masked."""
+async def connect_first(uris: tuple[str, ...], timeout: float = CONNECT_TIMEOUT_S) -> tuple[AbstractConnection, str]:
+    """Connect to the first URI that answers (rbench.drivers.connect): (connection, that URI); errors name
+    every URI tried, masked."""
 
     def why(uri: str, exc: BaseException) -> str | None:
         if isinstance(exc, (aiormq.exceptions.ProbableAuthenticationError, aiormq.exceptions.AuthenticationError)):
@@ -59,8 +60,11 @@ async def connect_first(uris: tuple[str, ...], timeout: float = CONNECT_TIMEOUT_
         return None
 
     parsed = {uri: parse_uri(uri, AMQP_SCHEMES) for uri in uris}     # malformed: ConfigError before any attempt
-    return await first_that_answers(uris, lambda uri: aio_pika.connect(parsed[uri].text(), timeout=timeout),
-                                    timeout, why)
+
+    async def open_one(uri: str) -> tuple[AbstractConnection, str]:
+        return await aio_pika.connect(parsed[uri].text(), timeout=timeout), uri
+
+    return await first_that_answers(uris, open_one, timeout, why)
 
 
 class AioPikaPublisher:
@@ -109,8 +113,9 @@ class AioPikaPublisher:
             # publishing on would lose every next one silently, so ready()/publish() raise from now on
             self._lost += 1
             if self._error is None:
-                self._error = (broker_error(exc, "publish") if isinstance(exc, aiormq.exceptions.AMQPChannelError)
-                               else BrokerError(f"publish: connection lost ({type(exc).__name__}: {exc})"))
+                refused = isinstance(exc, tuple(_REPLY_CODES))      # the broker closed the channel with a code
+                self._error = (broker_error(exc, "publish") if refused
+                               else ConnectionLost(f"publish: connection lost ({type(exc).__name__}: {exc})"))
             self._room.set()
             return
         if not self._spec.confirm:
@@ -124,6 +129,12 @@ class AioPikaPublisher:
                 self._sink.on_confirm(seq, isinstance(result, spec_commands.Basic.Ack), now)
         else:
             self._sink.on_confirm(seq, False, now)
+
+    def lost(self, error: ConnectionLost) -> None:
+        """The connection died: ready()/publish() raise ``error`` from now on."""
+        if self._error is None:
+            self._error = error
+        self._room.set()
 
     async def drain(self, timeout: float) -> int:
         """Outstanding after ``timeout``: still in flight, plus any lost with the connection."""
@@ -193,13 +204,34 @@ class AioPikaConsumer:
 
 
 class AioPikaDriver:
-    """The `aiopika` driver: one connection, one channel per publisher and consumer."""
+    """The `aiopika` driver: one connection, one channel per publisher and consumer.
+
+    A plain (not robust) aio-pika connection: when it closes without aclose() every publisher raises
+    ConnectionLost and ``on_lost`` is told; the runtime reconnects (docs/drivers.md)."""
+
+    reconnect = True
 
     def __init__(self) -> None:
         self._connection: AbstractConnection | None = None
+        self._publishers: list[AioPikaPublisher] = []
+        self._on_lost: OnLost | None = None
+        self.uri: str | None = None
 
-    async def open(self, target: ClusterTarget) -> None:
-        self._connection = await connect_first(target.uris)
+    async def open(self, target: ClusterTarget, on_lost: OnLost | None = None) -> None:
+        self._connection, self.uri = await connect_first(target.uris)
+        self._on_lost = on_lost
+        self._connection.close_callbacks.add(self._closed)
+
+    def _closed(self, sender: Any, exc: BaseException | None = None) -> None:
+        """aio-pika's close callback: the connection is gone (aclose() clears _on_lost first)."""
+        if self._on_lost is None:
+            return
+        on_lost, self._on_lost = self._on_lost, None
+        detail = f"{type(exc).__name__}: {exc}" if exc is not None else "closed"
+        error = ConnectionLost(f"connection lost ({detail})")
+        for pub in self._publishers:
+            pub.lost(error)
+        on_lost(error)
 
     def _conn(self) -> AbstractConnection:
         if self._connection is None:
@@ -231,7 +263,9 @@ class AioPikaDriver:
     async def publisher(self, spec: PublisherSpec, sink: PublishSink) -> AioPikaPublisher:
         channel = await self._conn().channel(publisher_confirms=spec.confirm, on_return_raises=False)
         exchange = await channel.get_exchange(spec.exchange, ensure=False) if spec.exchange else channel.default_exchange
-        return AioPikaPublisher(channel, exchange, spec, sink)
+        pub = AioPikaPublisher(channel, exchange, spec, sink)
+        self._publishers.append(pub)
+        return pub
 
     async def consumer(self, spec: ConsumerSpec, on_message: OnMessage) -> AioPikaConsumer:
         channel = await self._conn().channel()
@@ -242,6 +276,7 @@ class AioPikaDriver:
         return consumer
 
     async def aclose(self) -> None:
+        self._on_lost = None
         if self._connection is not None:
             await self._connection.close()
             self._connection = None

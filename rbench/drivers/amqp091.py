@@ -23,9 +23,9 @@ from rbench.codec.amqp091 import K, PublishEncoder, encode_ack, encode_method, k
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
 from rbench.config.uri import AMQP_SCHEMES, BrokerUri, parse_uri
 from rbench.drivers.amqp091_protocol import FLUSH_BYTES, Channel, Connection
-from rbench.drivers.base import OnMessage, PublishSink
+from rbench.drivers.base import OnLost, OnMessage, PublishSink
 from rbench.drivers.connect import first_that_answers, tls_context
-from rbench.drivers.replies import AccessRefused, NotAllowed, PreconditionFailed
+from rbench.drivers.replies import AccessRefused, ConnectionLost, NotAllowed, PreconditionFailed
 from rbench.errors import BrokerError, CodecError, os_error_text
 
 CONNECT_TIMEOUT_S = 9.0
@@ -103,7 +103,12 @@ async def connect(uris: tuple[str, ...] | list[str], timeout: float = CONNECT_TI
             return str(exc)
         return None
 
-    return await first_that_answers(list(uris), lambda uri: _connect_one(parsed[uri], name), timeout, why)
+    async def open_one(uri: str) -> Connection:
+        conn = await _connect_one(parsed[uri], name)
+        conn.uri = uri
+        return conn
+
+    return await first_that_answers(list(uris), open_one, timeout, why)
 
 
 class Amqp091Publisher:
@@ -454,10 +459,18 @@ class Amqp091Consumer:
 
 
 class Amqp091Driver:
-    """The `amqp091` driver: one connection, one channel per publisher and consumer."""
+    """The `amqp091` driver: one connection, one channel per publisher and consumer.
+
+    A lost connection (rbench.errors.ConnectionLost: socket gone, heartbeats missed, 320 from a node
+    shutting down) closes every channel with that error, so each publisher's ``ready()``/``publish()``
+    raises it, and ``on_lost`` hears of it once the socket is gone; the runtime reconnects."""
+
+    reconnect = True
 
     def __init__(self) -> None:
         self._conn: Connection | None = None
+        self.uri: str | None = None
+        self._on_lost: OnLost | None = None
 
     @property
     def connection(self) -> Connection:
@@ -467,8 +480,17 @@ class Amqp091Driver:
             raise self._conn.error
         return self._conn
 
-    async def open(self, target: ClusterTarget) -> None:
-        self._conn = await connect(target.uris, name=f"rbench {target.name}")
+    async def open(self, target: ClusterTarget, on_lost: OnLost | None = None) -> None:
+        conn = await connect(target.uris, name=f"rbench {target.name}")
+        self._conn, self.uri, self._on_lost = conn, conn.uri, on_lost
+        conn.lost.add_done_callback(lambda _: self._lost(conn))
+
+    def _lost(self, conn: Connection) -> None:
+        """The socket of ``conn`` is gone: tell the runtime why, unless aclose() closed it."""
+        if conn is not self._conn or self._on_lost is None:
+            return
+        on_lost, self._on_lost = self._on_lost, None
+        on_lost(conn.error or ConnectionLost("connection lost", scope="connection"))
 
     async def declare(self, topology: Topology) -> None:
         ch = await self.connection.channel()
@@ -546,6 +568,7 @@ class Amqp091Driver:
         return consumer
 
     async def aclose(self) -> None:
+        self._on_lost = None
         if self._conn is not None:
             conn, self._conn = self._conn, None
             await conn.close()

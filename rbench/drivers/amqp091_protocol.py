@@ -157,6 +157,7 @@ class Connection(asyncio.BufferedProtocol):
         self._want_frame_max = frame_max
         self._want_channel_max = channel_max
         self._name = name
+        self.uri = ""                    # the URI this connection was opened with (set by amqp091.connect)
         self.reader = FrameReader(self._on_method, self._on_content, self._on_heartbeat, frame_max=frame_max)
         self.out = bytearray()
         self._flush_handle: asyncio.Handle | None = None

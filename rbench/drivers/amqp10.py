@@ -29,9 +29,9 @@ from rbench.codec.amqp10 import Described, UByte, UInt, ULong
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
 from rbench.drivers._amqp10_link import Receiver, Sender
 from rbench.drivers.amqp10_protocol import FLUSH_BYTES, SOURCE, TARGET, Amqp10Uri, Connection, Session
-from rbench.drivers.base import OnMessage, PublishSink
+from rbench.drivers.base import OnLost, OnMessage, PublishSink
 from rbench.drivers.connect import first_that_answers
-from rbench.drivers.replies import AccessRefused, NotFound
+from rbench.drivers.replies import AccessRefused, ConnectionLost, NotFound
 from rbench.errors import BrokerError, CodecError, os_error_text
 
 CONNECT_TIMEOUT_S = 9.0
@@ -86,8 +86,12 @@ async def connect(uris: tuple[str, ...] | list[str], timeout: float = CONNECT_TI
             return str(exc)
         return None
 
-    return await first_that_answers(list(uris), lambda uri: _connect_one(parsed[uri], name), timeout, why,
-                                    what="RabbitMQ (AMQP 1.0)")
+    async def open_one(uri: str) -> Connection:
+        conn = await _connect_one(parsed[uri], name)
+        conn.opened_with = uri
+        return conn
+
+    return await first_that_answers(list(uris), open_one, timeout, why, what="RabbitMQ (AMQP 1.0)")
 
 
 class Amqp10Publisher:
@@ -203,9 +207,17 @@ class Amqp10Consumer:
 
 
 class Amqp10Driver:
-    """The `amqp10` driver: one AMQP 1.0 connection, a session per link; declarations over AMQP 0.9.1."""
+    """The `amqp10` driver: one AMQP 1.0 connection, a session per link; declarations over AMQP 0.9.1.
+
+    It does not ride through a lost connection (``reconnect = False``, docs/drivers.md): deliveries do
+    not carry the broker's redelivered flag yet. A loss fails the task: publishers raise ConnectionLost
+    and ``on_lost`` is told, so a task that only consumes fails too instead of waiting."""
+
+    reconnect = False
 
     def __init__(self) -> None:
+        self.uri: str | None = None
+        self._on_lost: OnLost | None = None
         self._conn: Connection | None = None
         self._uris: tuple[str, ...] = ()
         self._admin: Any = None
@@ -223,10 +235,18 @@ class Amqp10Driver:
     def address_form(self) -> str:
         return self.connection.uri.address
 
-    async def open(self, target: ClusterTarget) -> None:
+    async def open(self, target: ClusterTarget, on_lost: OnLost | None = None) -> None:
         self._uris = tuple(target.amqp10_uris or target.uris)
         self._closed = False
-        self._conn = await connect(self._uris, name=f"rbench {target.name}")
+        conn = self._conn = await connect(self._uris, name=f"rbench {target.name}")
+        self.uri, self._on_lost = conn.opened_with, on_lost
+        conn.lost.add_done_callback(lambda _: self._lost(conn))
+
+    def _lost(self, conn: Connection) -> None:
+        if conn is not self._conn or self._on_lost is None:
+            return
+        on_lost, self._on_lost = self._on_lost, None
+        on_lost(conn.error or ConnectionLost("connection lost", scope="connection"))
 
     async def _admin_driver(self) -> Any:
         """The AMQP 0.9.1 connection used for declarations (RabbitMQ 3.x's AMQP 1.0 plugin cannot declare)."""
@@ -302,6 +322,7 @@ class Amqp10Driver:
 
     async def aclose(self) -> None:
         self._closed = True
+        self._on_lost = None
         admin, self._admin = self._admin, None
         if admin is not None:
             try:

@@ -219,6 +219,7 @@ class Connection(asyncio.Protocol):
     def __init__(self, loop: asyncio.AbstractEventLoop, uri: Amqp10Uri, name: str = "rbench") -> None:
         self.loop = loop
         self.uri = uri
+        self.opened_with = ""            # the URI text this connection was opened with (set by amqp10.connect)
         self.name = name
         self.reader = FrameReader()
         self.transport: asyncio.Transport | None = None

@@ -12,6 +12,14 @@ Flow of one publish, as the runtime does it::
 Outcomes come back through the ``PublishSink`` the runtime handed in: one
 ``on_confirm`` per sequence number (a multiple ack is expanded by the driver) and
 ``on_return`` with the returned body (the runtime reads seq from its stamp).
+
+A connection that dies after ``open()`` (node killed, TCP cut, missed heartbeats, 320 from a
+node going down) is one named error, ``rbench.errors.ConnectionLost``: a driver with
+``reconnect = True`` raises it from every publisher's ``ready()``/``publish()`` from then on and
+calls the ``on_lost`` callback given to ``open()`` once, so a task that only consumes learns of
+it too. The driver does not reconnect by itself: the runtime (rbench/runtime/reconnect.py)
+closes it, opens a fresh one on the next URI, declares again and re-opens every publisher and
+consumer (docs/drivers.md, "When a connection is lost").
 """
 from __future__ import annotations
 
@@ -60,9 +68,23 @@ class Consumer(Protocol):
         """Cancel the subscription; messages still in flight may be redelivered elsewhere."""
 
 
+# Called at most once, on the event loop, when a connection of an opened driver ends (never because of
+# aclose()), with why: a ConnectionLost is ridden through, any other error (a connection.close with a
+# reply code other than 320) fails the task. Must not block: the runtime only schedules work from here.
+OnLost = Callable[[BaseException], None]
+
+
 @runtime_checkable
 class Driver(Protocol):
-    async def open(self, target: ClusterTarget) -> None: ...
+    # True when the driver keeps the connection-loss promise above (ConnectionLost from ready()/
+    # publish(), on_lost called, consumers' deliveries carry the broker's redelivered flag), so the
+    # runtime may ride through a loss; False: a loss fails the task (the matrix's `reconnect` column)
+    reconnect: bool
+    # the URI, exactly as the target lists it, that the open connection went to (None before open()):
+    # the runtime fails over to the URIs after it and reports where it reconnected (masked)
+    uri: str | None
+
+    async def open(self, target: ClusterTarget, on_lost: OnLost | None = None) -> None: ...
 
     async def declare(self, topology: Topology) -> None: ...
 

@@ -7,6 +7,7 @@ same classes, so a caller catches ``NotFound`` whatever the protocol, instead of
 """
 from __future__ import annotations
 
+from rbench import errors
 from rbench.errors import BrokerError
 
 
@@ -30,7 +31,10 @@ class NoConsumers(AmqpError):
     reply_code_default = 313
 
 
-class ConnectionForced(AmqpError):
+class ConnectionForced(AmqpError, errors.ConnectionLost):
+    """320: the broker closed the connection itself (a node shutting down, an operator's close):
+    a connection loss the runtime may ride through, like a dropped socket."""
+
     reply_code_default = 320
 
 
@@ -90,8 +94,8 @@ class InternalError(AmqpError):
     reply_code_default = 541
 
 
-class ConnectionLost(AmqpError):
-    """The TCP connection ended without a connection.close (no reply code)."""
+class ConnectionLost(AmqpError, errors.ConnectionLost):
+    """The TCP connection ended without a connection.close (no reply code), or no heartbeat came."""
 
 
 REPLY_CLASSES: dict[int, type[AmqpError]] = {

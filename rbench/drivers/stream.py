@@ -35,7 +35,7 @@ from rstream.constants import OffsetType
 
 from rbench.codec._stream import PUBLISH_HEADER_SIZE, PublishFrame, confirm_each
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, QueueDecl, Topology
-from rbench.drivers.base import OnMessage, PublishSink
+from rbench.drivers.base import OnLost, OnMessage, PublishSink
 from rbench.drivers.connect import first_that_answers
 from rbench.drivers.replies import PreconditionFailed
 from rbench.drivers.stream_wire import (
@@ -337,9 +337,16 @@ class StreamConsumer:
 # ---------------------------------------------------------------- driver
 
 class StreamDriver:
-    """The ``stream`` driver (see the module docstring)."""
+    """The ``stream`` driver (see the module docstring).
+
+    It does not ride through a lost connection (``reconnect = False``, docs/drivers.md): re-subscribing
+    would need each consumer's last offset, which the contract does not carry, and a publisher its
+    stream's new leader. A loss fails the publishers; ``on_lost`` is not called."""
+
+    reconnect = False
 
     def __init__(self) -> None:
+        self.uri: str | None = None
         self._uris: tuple[str, ...] = ()
         self._amqp_uris: tuple[str, ...] = ()
         self._uri = ""
@@ -347,8 +354,8 @@ class StreamDriver:
         self._server: dict[str, str] = {}
         self._connections: list[StreamProtocol] = []   # publishers' and consumers', closed by aclose()
 
-    async def open(self, target: ClusterTarget) -> None:
-        """Connect the locator to the first stream URI that answers."""
+    async def open(self, target: ClusterTarget, on_lost: OnLost | None = None) -> None:
+        """Connect the locator to the first stream URI that answers (``on_lost`` is not used: see the class)."""
         self._uris = stream_uris(target)
         self._amqp_uris = tuple(u for u in target.uris if u.startswith("amqp"))
 
@@ -362,6 +369,7 @@ class StreamDriver:
         # open_connection bounds each handshake itself; the shared deadline covers every URI
         self._uri = await first_that_answers(self._uris, open_one, CONNECT_TIMEOUT_S * len(self._uris) + 1, why,
                                              "RabbitMQ streams")
+        self.uri = self._uri
 
     def _loc(self) -> StreamProtocol:
         if self._locator is None:

@@ -55,6 +55,7 @@ class ProgressBoard:
         self.tasks_seen: dict[str, set[int]] = defaultdict(set)
         self.first_seen: dict[str, float] = {}          # cluster → wall-clock s when its first task reported
         self.metrics_endpoints: dict[tuple[str, int], str] = {}
+        self.reconnecting: dict[str, set[int]] = defaultdict(set)   # cluster → tasks disconnected right now
         self.hooks: list[Callable[[dict[str, Any]], None]] = []     # e.g. rbench.live.run_metrics: sees every line
 
     def add(self, msg: dict[str, Any]) -> None:
@@ -66,6 +67,10 @@ class ProgressBoard:
             self.first_seen.setdefault(cluster, time.time())
             if "metrics_port" in msg:
                 self.metrics_endpoints[(cluster, int(msg["task"]))] = f"http://{msg.get('host', '?')}:{msg['metrics_port']}/metrics"
+                return
+            if "reconnecting" in msg:            # a task lost its connection (True) or is back (False)
+                tasks = self.reconnecting[cluster]
+                (tasks.add if msg["reconnecting"] else tasks.discard)(int(msg.get("task", -1)))
                 return
             if "t0_ns" in msg:
                 self.t0_ns[cluster] = int(msg["t0_ns"])

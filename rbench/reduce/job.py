@@ -45,6 +45,7 @@ class ReduceResult:
     clusters: list[dict[str, Any]] = field(default_factory=list)   # per (run, cluster): t0_ns, stale
     phases: list[dict[str, Any]] = field(default_factory=list)     # consumer.pause runs: per phase (reduce/phases.py)
     broker: list[dict[str, Any]] = field(default_factory=list)     # broker samples on the client's time axis
+    faults: list[dict[str, Any]] = field(default_factory=list)     # per fault of run.json (reduce/faults.py)
 
     def __str__(self) -> str:
         return str(self.report)
@@ -67,7 +68,9 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
     if latency_limit_s <= 0:
         raise ConfigError(f"--latency-limit: expected a duration > 0, got {latency_limit_s}")
     prices = costmod.load_prices(costs_path)
-    check_same_workload([read_run(d) for d in run_dirs], force)   # bad input fails before a JVM starts
+    runs = [read_run(d) for d in run_dirs]
+    check_same_workload(runs, force)   # bad input fails before a JVM starts
+    faulted = [r for r in runs if _check_faults(r)]
     out_dir = Path(out) if out is not None else Path(run_dirs[0]) / "report"
     if session is None:
         from rbench.spark import local_session
@@ -77,7 +80,7 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
     costs, cost_notes = costmod.cluster_costs(cluster_entries, prices)
     notes = list(samples.notes) + cost_notes
     try:
-        steps_tbl, tl_tbl, clusters = reduce_samples(samples)
+        steps_tbl, tl_tbl, clusters, fault_counts = reduce_samples(samples)
     except Exception as exc:   # Spark wraps file problems (vanished or unreadable part) in Java errors
         if exc.__class__.__module__.startswith(("pyspark", "py4j")):
             first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
@@ -95,6 +98,11 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
     broker_tbl = brokermod.series_table(series)
     phases = _phases(samples, series)
     tl = tl_tbl.to_pylist()
+    fault_rows: list[dict[str, Any]] = []
+    if faulted:
+        from rbench.reduce.faults import fault_figures
+        fault_rows, fault_notes = fault_figures(samples.runs, steps, tl, fault_counts)
+        notes += fault_notes
     board = lb.board(steps, costs, prices, tolerance, latency_limit_ms, target_rate, search)
     notes += _step_notes(steps)
     notes += [stale_note(c["run_id"], c["cluster"], c["stale"]) for c in clusters if c["stale"]]
@@ -104,11 +112,27 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
     out_dir = _write_outputs(out_dir, steps_tbl, tl_tbl, board, notes, meta, clusters, search)
     broker = broker_tbl.to_pylist()
     _write_broker_outputs(out_dir, broker_tbl, phases)
+    faults_doc = None
+    if faulted:
+        from rbench.reduce.faults import write_faults
+        faults_doc = write_faults(out_dir, fault_rows)
     report = out_dir / "report.html"
     if render:
         from rbench.report.render import render_report
-        report = render_report(out_dir, steps, tl, board, notes, meta, broker=broker, phases=phases, search=search)
-    return ReduceResult(out_dir, report, steps, board, notes, clusters, phases, broker)
+        report = render_report(out_dir, steps, tl, board, notes, meta, broker=broker, phases=phases, faults=faults_doc,
+                               search=search)
+    return ReduceResult(out_dir, report, steps, board, notes, clusters, phases, broker, fault_rows)
+
+
+def _check_faults(run: Any) -> bool:
+    """Whether run.json lists faults; its faults and reconnects are read once here so a malformed entry is one
+    error line before a JVM starts (rbench.samples.faults, rbench.samples.reconnects)."""
+    from rbench.samples.faults import read_faults
+    from rbench.samples.reconnects import read_reconnects
+
+    for c in run.clusters:
+        read_reconnects(run.data, str(c.get("name")))
+    return bool(read_faults(run.data))
 
 
 BROKER_METHOD = ("broker samples (broker/ Parquet, docs/broker.md) on the client's time axis (s since the cluster's t0): "

@@ -33,10 +33,17 @@ How it is computed (docs/reduce.md; nothing large leaves Spark):
    hash-partitioned by (run, cluster, producer), checked per partition with numpy
    (mapInArrow): reorders per (producer, queue) in receive order, duplicates and distinct
    messages per step, losses (a sort-merge membership test).
+
+Faults (run.json ``faults``, rbench.reduce.faults) ride on the same passes, only for the clusters
+that had one: the counting pass also counts ack confirms per second and the earliest confirm after
+each fault, and the message pass also counts the same fates per fault window and over the whole run,
+plus the messages in flight at a cut (outcome ``connection_lost``) and how many of them arrived.
 """
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -46,7 +53,9 @@ from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
 from rbench.reduce.percentiles import bucket_of, finish_ranks, plan_ranks
-from rbench.samples.schema import MAY_BE_DELIVERED, OUTCOMES
+from rbench.reduce.recovery import fault_window, first_after
+from rbench.samples.faults import FaultRecord
+from rbench.samples.schema import CONNECTION_LOST, MAY_BE_LOST, OUTCOMES
 
 PERCENTILES: tuple[float, ...] = (0.5, 0.75, 0.95, 0.99, 0.999)
 PCT_NAMES: tuple[str, ...] = ("p50", "p75", "p95", "p99", "p999")
@@ -61,13 +70,14 @@ PERCENTILE_METHOD = ("exact over every measured message: linear interpolation be
                      "(numpy 'linear', Spark percentile(), DuckDB quantile_cont), selected with numpy.partition in one "
                      "Spark task per cluster (rbench.reduce.stats.step_latencies); rank error 0")
 KEY = ["run_id", "cluster", "step"]
-OUTCOME_COLS = ("acked", "nacked", "returned", "timeout", "unconfirmed")   # steps columns, one per OUTCOMES entry
+OUTCOME_COLS = ("acked", "nacked", "returned", "timeout", "unconfirmed", "connection_lost")   # steps columns, one per OUTCOMES entry
 assert len(OUTCOME_COLS) == len(OUTCOMES)
 METRICS = tuple(LATENCIES)                     # e2e, e2e_sent, confirm, send_lag: index into ranks[(gid, index)]
 TL_PCTS: tuple[float, ...] = (0.5, 0.99)
 
 # kinds of counting-pass entries: k = kind << 48 | id
-PUBRATE, CONFRATE, OUTCOME, HIST, TLPUB, CONRATE, DELIV, TLHIST, STALE = range(1, 10)
+PUBRATE, CONFRATE, OUTCOME, HIST, TLPUB, CONRATE, DELIV, TLHIST, STALE, TLCONF, FIRSTCONF = range(1, 12)
+MAX_FAULTS = 62                                # fault windows of one cluster a message can be in (bits of a long)
 _SHIFT = 48
 _SEC_OFF = 1 << 31                             # TLHIST id = rc << 32 | (second + 2^31)
 NO_LAT = -(1 << 62)
@@ -76,7 +86,8 @@ NO_LAT = -(1 << 62)
 class Plan:
     """Integer ids for the windows of run.json (gid = row index) and the (run, cluster) pairs (rc)."""
 
-    def __init__(self, window_rows: list[tuple[Any, ...]]) -> None:
+    def __init__(self, window_rows: list[tuple[Any, ...]], faults: list[tuple[str, FaultRecord]] | None = None) -> None:
+        """``faults``: (run_id, fault) of every fault of run.json, in (run, cluster, index) order."""
         self.rows = window_rows
         self.rc: dict[tuple[str, str], int] = {}
         self.t0: dict[int, int] = {}
@@ -85,6 +96,31 @@ class Plan:
             rc = self.rc.setdefault((r[0], r[1]), len(self.rc))
             self.t0[rc] = min(self.t0.get(rc, r[9]), r[9])
             self.by_rc.setdefault(rc, []).append((gid, r[2], r[6], r[5]))
+        # rc -> its faults in bit order (the cluster's first MAX_FAULTS by index) with their windows [lo, hi)
+        self.faults: dict[int, list[tuple[FaultRecord, int, int]]] = {}
+        for run_id, f in faults or []:
+            frc = self.rc.get((run_id, f.cluster))
+            if frc is not None and len(self.faults.get(frc, [])) < MAX_FAULTS:
+                lo, hi = fault_window(f.t_start_ns, f.t_back_end_ns, self.load_end(frc))
+                self.faults.setdefault(frc, []).append((f, lo, hi))
+
+    def load_end(self, rc: int) -> int:
+        """End of the cluster's last step window (where its load stopped)."""
+        return max(e for *_, e in self.by_rc[rc])
+
+    def fault_mask(self, rc: int) -> Column:
+        """Bit i set when the row's ``t_sent`` is in the window of the cluster's i-th fault (0: in none)."""
+        t = F.col("t_sent")
+        out: Column = F.lit(0).cast("long")
+        for bit, (_, lo, hi) in enumerate(self.faults.get(rc, [])):
+            out = out + F.when((t >= lo) & (t < hi), F.lit(1 << bit)).otherwise(F.lit(0)).cast("long")
+        return out
+
+    def after_fault(self, rc: int, t: Column) -> Column:
+        """Position, among the cluster's faults in the order they took effect (``t_end_ns``: the action done, the
+        node down), of the last fault in effect before ``t``."""
+        starts = sorted(f.t_end_ns for f, _, _ in self.faults.get(rc, []))
+        return _case([(t > s, i) for i, s in reversed(list(enumerate(starts)))])
 
     def rc_of(self, run_id: str, cluster: str) -> int | None:
         return self.rc.get((run_id, cluster))
@@ -139,6 +175,10 @@ def _published_entries(plan: Plan, rc: int, what: str) -> list[Column]:
     out += [_entry(CONFRATE, F.when(oc == "ack", w), F.lit(0)) for w in plan.windows_of(rc, F.col("t_confirmed"))]
     out += [_entry(OUTCOME, gm, F.coalesce(code, F.lit(len(OUTCOMES)))),
             _entry(TLPUB, F.lit(rc), plan.second(rc, "t_sent"))]
+    if rc in plan.faults:      # confirms per second, and the earliest confirm after each fault (max of −t)
+        ack = F.when(oc == "ack", F.lit(rc))
+        out += [_entry(TLCONF, ack, plan.second(rc, "t_confirmed")),
+                _entry(FIRSTCONF, ack, plan.after_fault(rc, F.col("t_confirmed")), -F.col("t_confirmed"))]
     return out
 
 
@@ -309,8 +349,13 @@ def latency_percentiles(samples: Any) -> list[dict[str, Any]]:
 
 # --- the message pass: reorders, duplicates, losses ---
 
-MSG_COUNTS = ("reordered", "consumed_unique", "duplicated", "lost", "expected")
-MSG_SCHEMA = T.StructType([T.StructField("gid", T.LongType()), *[T.StructField(c, T.LongType()) for c in MSG_COUNTS]])
+MSG_COUNTS = ("reordered", "consumed_unique", "duplicated", "lost", "expected",
+              "connection_lost", "connection_lost_consumed", "redelivered")
+STEP_GROUP, RUN_GROUP, FAULT_GROUP = 0, 1, 2   # what a message-pass count is of: a step (gid), a run's cluster (rc), a fault
+MSG_SCHEMA = T.StructType([T.StructField("kind", T.ByteType()), T.StructField("gid", T.LongType()),
+                           *[T.StructField(c, T.LongType()) for c in MSG_COUNTS]])
+_MSG_ARROW = pa.schema([("kind", pa.int8()), ("gid", pa.int64()), *[(c, pa.int64()) for c in MSG_COUNTS]])
+DELIVERY, CANDIDATE, CUT = 1, 0, 2             # src of a message-pass row: a delivery, an expected copy, a connection_lost message
 
 
 def routes_of(samples: Any) -> dict[str, dict[int, list[str]]]:
@@ -333,26 +378,47 @@ def _expected_queue(routes: dict[int, list[str]] | None) -> Column:
     return F.explode_outer(F.create_map(*pairs)[F.col("producer")]).alias("queue")
 
 
-def message_pass(samples: Any, plan: Plan) -> dict[int, dict[str, int]]:
+def message_pass(samples: Any, plan: Plan) -> dict[tuple[int, int], dict[str, int]]:
+    """(STEP_GROUP, gid) / (RUN_GROUP, rc) / (FAULT_GROUP, rc × 64 + fault bit) → the counts of MSG_COUNTS.
+
+    Steps count their measured messages. A cluster with faults also gets, over every message of its run
+    (warm-ups included) and over each fault window (messages by ``t_sent``), the same figures plus the
+    ``connection_lost`` messages and how many of them a consumer received. Without any fault the rows
+    and columns shuffled are exactly those of the step figures."""
     routes = routes_of(samples)
+    with_faults = bool(plan.faults)
+
+    def fault_cols(rc: int | None, red: Column) -> list[Column]:
+        if not with_faults:
+            return []
+        return [(plan.fault_mask(rc) if rc is not None else F.lit(0).cast("long")).alias("fm"), red.cast("boolean").alias("red")]
+
     frames = []
     for run_id, cluster, df in samples.con_branches:
         rc = plan.rc_of(run_id, cluster)
         if rc is not None:
             df = df.where(plan.fresh(rc))        # stale rows would be reorders and hide losses
-        frames.append(df.select(F.lit(1).cast("byte").alias("src"), F.lit(-1 if rc is None else rc).alias("rc"),
+        frames.append(df.select(F.lit(DELIVERY).cast("byte").alias("src"), F.lit(-1 if rc is None else rc).alias("rc"),
                                 "producer", "queue", "seq", F.col("t_received").alias("t"),
                                 (plan.gid_tagged(rc) if rc is not None else F.lit(None).cast("long")).alias("gt"),
-                                (plan.gid_measured(rc) if rc is not None else F.lit(None).cast("long")).alias("gm")))
+                                (plan.gid_measured(rc) if rc is not None else F.lit(None).cast("long")).alias("gm"),
+                                *fault_cols(rc, F.col("redelivered"))))
     for run_id, cluster, df in samples.pub_branches:
         rc = plan.rc_of(run_id, cluster)
         if rc is None:
             continue
         gm = plan.gid_measured(rc)
-        pub = df.where(F.col("outcome").isin(*MAY_BE_DELIVERED)).select(
-            F.lit(0).cast("byte").alias("src"), F.lit(rc).alias("rc"), "producer", _expected_queue(routes.get(run_id)),
-            "seq", F.lit(None).cast("long").alias("t"), F.lit(None).cast("long").alias("gt"), gm.alias("gm"))
-        frames.append(pub.where(F.col("gm").isNotNull()))
+        # a faulted cluster's run figures need every message whose step has a window, not only measured ones
+        keep = plan.gid_tagged(rc).isNotNull() if rc in plan.faults else gm.isNotNull()
+        nulls = [F.lit(None).cast("long").alias("t"), F.lit(None).cast("long").alias("gt"), gm.alias("gm")]
+        pub = df.where(F.col("outcome").isin(*MAY_BE_LOST) & keep).select(
+            F.lit(CANDIDATE).cast("byte").alias("src"), F.lit(rc).alias("rc"), "producer", _expected_queue(routes.get(run_id)),
+            "seq", *nulls, *fault_cols(rc, F.lit(None)))
+        frames.append(pub)
+        if rc in plan.faults:                    # in flight at a cut: matched against a delivery on any queue
+            frames.append(df.where((F.col("outcome") == OUTCOMES[CONNECTION_LOST]) & keep).select(
+                F.lit(CUT).cast("byte").alias("src"), F.lit(rc).alias("rc"), "producer",
+                F.lit(None).cast("string").alias("queue"), "seq", *nulls, *fault_cols(rc, F.lit(None))))
     if not frames:
         return {}
     df = frames[0]
@@ -360,10 +426,11 @@ def message_pass(samples: Any, plan: Plan) -> dict[int, dict[str, int]]:
         df = df.unionByName(f)
     spark = df.sparkSession
     n = int(spark.conf.get("spark.sql.shuffle.partitions"))
-    res = df.repartition(n, "rc", "producer").mapInArrow(_check_messages, MSG_SCHEMA).toArrow()
-    out: dict[int, dict[str, int]] = {}
+    check = partial(_check_messages, frozenset(plan.faults))
+    res = df.repartition(n, "rc", "producer").mapInArrow(check, MSG_SCHEMA).toArrow()
+    out: dict[tuple[int, int], dict[str, int]] = {}
     for r in res.to_pylist():
-        d = out.setdefault(r["gid"], {c: 0 for c in MSG_COUNTS})
+        d = out.setdefault((r["kind"], r["gid"]), {c: 0 for c in MSG_COUNTS})
         for key in d:
             d[key] += r[key]
     return out
@@ -381,8 +448,9 @@ def _groups_of(*cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return order, np.cumsum(change)
 
 
-def _check_messages(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-    """One hash partition (all rows of some (rc, producer)): per gid reorders, distinct, duplicated, lost."""
+def _check_messages(faulted: frozenset[int], batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """One hash partition (all rows of some (rc, producer)): per gid reorders, distinct, duplicated, lost;
+    for the clusters in ``faulted`` the same (and the cut messages) per run and per fault window."""
     got = [b for b in batches if b.num_rows]
     if not got:
         return
@@ -397,14 +465,35 @@ def _check_messages(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
     qall = tbl.column("queue").dictionary_encode().combine_chunks()
     qcodes = np.where(qall.is_null().to_numpy(zero_copy_only=False), -1,
                       qall.indices.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64))
-    acc: dict[int, list[int]] = {}
+    # fault columns exist only when some cluster had a fault; a row counts for its run when its cluster did
+    fm = tbl.column("fm").to_numpy() if "fm" in tbl.column_names else np.zeros(tbl.num_rows, dtype=np.int64)
+    red = (tbl.column("red").fill_null(False).to_numpy(zero_copy_only=False) if "red" in tbl.column_names
+           else np.zeros(tbl.num_rows, dtype=bool))
+    in_run = np.isin(rc, np.array(sorted(faulted), dtype=np.int64)) & ((src != DELIVERY) | (gt >= 0))
+    acc: dict[tuple[int, int], list[int]] = {}
+
+    def add_ids(kind: int, col: int, ids_: np.ndarray) -> None:
+        ids, cnt = np.unique(ids_, return_counts=True)
+        for g, c in zip(ids.tolist(), cnt.tolist()):
+            acc.setdefault((kind, g), [0] * len(MSG_COUNTS))[col] += c
 
     def add(col: int, gids: np.ndarray) -> None:
-        ids, cnt = np.unique(gids, return_counts=True)
-        for g, c in zip(ids.tolist(), cnt.tolist()):
-            acc.setdefault(g, [0] * len(MSG_COUNTS))[col] += c
+        """Step counts: ``gids`` of the counted rows (only measured ones, gid ≥ 0, count)."""
+        add_ids(STEP_GROUP, col, gids[gids >= 0])
 
-    con = np.flatnonzero(src == 1)
+    def add_wide(col: int, rows: np.ndarray) -> None:
+        """Run and fault-window counts of the counted ``rows`` (indices) of faulted clusters."""
+        rows = rows[in_run[rows]]
+        if not rows.size:
+            return
+        add_ids(RUN_GROUP, col, rc[rows])
+        bits = int(np.bitwise_or.reduce(fm[rows]))
+        for bit in range(MAX_FAULTS):
+            if bits >> bit & 1:
+                sel = rows[(fm[rows] >> bit) & 1 == 1]
+                add_ids(FAULT_GROUP, col, rc[sel] * 64 + bit)
+
+    con = np.flatnonzero(src == DELIVERY)
     if con.size:
         # reorders: per (rc, producer, queue) in receive order (t_received, then seq), seq below the max before it
         qcode = qcodes[con]
@@ -421,8 +510,8 @@ def _check_messages(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
             if x.size > 1:
                 prev = np.maximum.accumulate(x)[:-1]
                 reord[a + 1:b] = x[1:] < prev
-        r_gm = gm[con][order]
-        add(0, r_gm[reord & (r_gm >= 0)])
+        add(0, gm[con][order][reord])
+        add_wide(0, con[order][reord])
         # distinct and duplicated copies among the measured deliveries of each step: a message fanned out to
         # three queues is three copies, each expected once
         mi = con[gm[con] >= 0]
@@ -433,37 +522,58 @@ def _check_messages(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatc
             g_of = gm[mi][order2][first]
             add(1, g_of)
             add(2, g_of[counts > 1])
-    pub = np.flatnonzero(src == 0)
+        # the same over every delivery of a faulted cluster's run (copies share their stamp, so their t_sent)
+        ri = con[in_run[con]]
+        if ri.size:
+            order3, grp3 = _groups_of(rc[ri], prod[ri], seq[ri], qcodes[ri])
+            counts3 = np.bincount(grp3)
+            reps = ri[order3][np.concatenate(([0], np.flatnonzero(np.diff(grp3)) + 1))]
+            add_wide(1, reps)
+            add_wide(2, reps[counts3 > 1])
+            add_wide(7, ri[red[ri]])
+    pub = np.flatnonzero(src == CANDIDATE)
+    # lost: an expected copy of a ack/unconfirmed message that no delivery (with a step window) of its queue has
+    # at any time; with unknown routes, a message no delivery of any queue has
+    seen = con[gt[con] >= 0] if con.size else con
     if pub.size:
         add(4, gm[pub])
-        # lost: an expected copy of a measured ack/unconfirmed message that no delivery (with a step window) of
-        # its queue has at any time; with unknown routes, a message no delivery of any queue has
-        seen = con[gt[con] >= 0] if con.size else con
+        add_wide(4, pub)
         routed = pub[qcodes[pub] >= 0]
         if routed.size:
-            add(3, _lost(rc, prod, seq, qcodes, seen, routed, gm))
+            lost = routed[_missing(rc, prod, seq, qcodes, seen, routed)]
+            add(3, gm[lost])
+            add_wide(3, lost)
         anywhere = pub[qcodes[pub] < 0]
         if anywhere.size:
-            add(3, _lost(rc, prod, seq, np.zeros_like(qcodes), seen, anywhere, gm))
+            lost = anywhere[_missing(rc, prod, seq, np.zeros_like(qcodes), seen, anywhere)]
+            add(3, gm[lost])
+            add_wide(3, lost)
+    cut = np.flatnonzero(src == CUT)
+    if cut.size:
+        add_wide(5, cut)
+        add_wide(6, cut[~_missing(rc, prod, seq, np.zeros_like(qcodes), seen, cut)])
     if acc:
-        gids = sorted(acc)
-        cols = list(zip(*[acc[g] for g in gids]))
-        yield pa.RecordBatch.from_arrays([pa.array(gids, pa.int64()), *[pa.array(c, pa.int64()) for c in cols]],
-                                         schema=pa.schema([("gid", pa.int64()), *[(c, pa.int64()) for c in MSG_COUNTS]]))
+        keys = sorted(acc)
+        cols = list(zip(*[acc[k] for k in keys]))
+        yield pa.RecordBatch.from_arrays([pa.array([k[0] for k in keys], pa.int8()), pa.array([k[1] for k in keys], pa.int64()),
+                                          *[pa.array(c, pa.int64()) for c in cols]], schema=_MSG_ARROW)
 
 
-def _lost(rc: np.ndarray, prod: np.ndarray, seq: np.ndarray, queue: np.ndarray, seen: np.ndarray, pub: np.ndarray,
-          gm: np.ndarray) -> np.ndarray:
-    """gm of every row of ``pub`` whose (rc, producer, seq, queue) no row of ``seen`` has (a sort-merge membership test)."""
-    both = np.concatenate((seen, pub))
-    flag = np.concatenate((np.zeros(seen.size, dtype=np.int64), np.ones(pub.size, dtype=np.int64)))
+def _missing(rc: np.ndarray, prod: np.ndarray, seq: np.ndarray, queue: np.ndarray, seen: np.ndarray, rows: np.ndarray
+             ) -> np.ndarray:
+    """For each of ``rows`` (indices), whether no row of ``seen`` has its (rc, producer, seq, queue)
+    (a sort-merge membership test); a boolean array in the order of ``rows``."""
+    both = np.concatenate((seen, rows))
+    flag = np.concatenate((np.zeros(seen.size, dtype=np.int64), np.ones(rows.size, dtype=np.int64)))
     order, _ = _groups_of(rc[both], prod[both], seq[both], queue[both], flag)
     key_grp = _runs(rc[both][order], prod[both][order], seq[both][order], queue[both][order])
     has_seen = np.zeros(int(key_grp.max()) + 1, dtype=bool)
     is_seen = flag[order] == 0
     has_seen[key_grp[is_seen]] = True
-    lost = (~is_seen) & ~has_seen[key_grp]
-    result: np.ndarray = gm[both][order][lost]
+    missing_sorted = (~is_seen) & ~has_seen[key_grp]
+    out = np.zeros(both.size, dtype=bool)
+    out[order] = missing_sorted
+    result: np.ndarray = out[seen.size:]
     return result
 
 
@@ -505,11 +615,61 @@ def _table(rows: list[tuple[Any, ...]], schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays([pa.array(col, f.type) for col, f in zip(columns, schema, strict=True)], schema=schema)
 
 
-def reduce_samples(samples: Any) -> tuple[pa.Table, pa.Table, list[dict[str, Any]]]:
+@dataclass
+class FaultCounts:
+    """What the passes measured for run.json's faults, for the clusters that had one (rbench.reduce.faults
+    turns it into figures). Keys: (run_id, cluster) and (run_id, cluster, fault index)."""
+
+    windows: dict[tuple[str, str, int], tuple[int, int]] = field(default_factory=dict)   # the fault's window [lo, hi) ns
+    first_confirm_ns: dict[tuple[str, str, int], int | None] = field(default_factory=dict)
+    window_fates: dict[tuple[str, str, int], dict[str, int]] = field(default_factory=dict)   # MSG_COUNTS in the window
+    run_fates: dict[tuple[str, str], dict[str, int]] = field(default_factory=dict)           # MSG_COUNTS over the run
+    confirmed: dict[tuple[str, str], dict[int, int]] = field(default_factory=dict)           # second → ack confirms
+
+
+def run_faults(samples: Any) -> list[tuple[str, FaultRecord]]:
+    """(run_id, fault) for every fault of the runs' run.json, in (run, cluster, index) order."""
+    from rbench.samples.faults import read_faults
+
+    return [(run.run_id, f) for run in samples.runs
+            for f in sorted(read_faults(run.data), key=lambda f: (f.cluster, f.index))]
+
+
+def _fault_counts(plan: Plan, hist: pa.Table | None, msgs: dict[tuple[int, int], dict[str, int]]) -> FaultCounts:
+    names = {rc: key for key, rc in plan.rc.items()}
+    conf = _counts(hist, TLCONF) if hist is not None else {}
+    firsts = _maxes(hist, FIRSTCONF) if hist is not None else {}
+    out = FaultCounts()
+    for rc, faults in plan.faults.items():
+        run_id, cluster = names[rc]
+        out.confirmed[(run_id, cluster)] = {sec: n for (r, sec), n in conf.items() if r == rc}
+        out.run_fates[(run_id, cluster)] = msgs.get((RUN_GROUP, rc), {c: 0 for c in MSG_COUNTS})
+        minima = {pos: -v for (r, pos), v in firsts.items() if r == rc}
+        by_start = sorted(range(len(faults)), key=lambda b: faults[b][0].t_end_ns)
+        for bit, (f, lo, hi) in enumerate(faults):
+            key = (run_id, cluster, f.index)
+            out.windows[key] = (lo, hi)
+            out.first_confirm_ns[key] = first_after(minima, by_start.index(bit))
+            out.window_fates[key] = msgs.get((FAULT_GROUP, rc * 64 + bit), {c: 0 for c in MSG_COUNTS})
+    return out
+
+
+def _maxes(hist: pa.Table, kind: int) -> dict[tuple[int, int], int]:
+    """(id, b) → the max of v of one kind of counting-pass entry."""
+    k = hist.column("k").to_numpy()
+    sel = (k >> _SHIFT) == kind
+    ids = (k[sel] & ((1 << _SHIFT) - 1)).tolist()
+    # filtered before leaving Arrow: other kinds' null maxima would turn the column into float64 (ns lost)
+    vmax = hist.column("bmax").filter(pa.array(sel)).to_pylist()
+    return dict(zip(zip(ids, hist.column("b").to_numpy()[sel].tolist()), vmax))
+
+
+def reduce_samples(samples: Any) -> tuple[pa.Table, pa.Table, list[dict[str, Any]], FaultCounts | None]:
     """The per-step table (one row per (run, cluster, step) of run.json, every figure the report shows),
-    the per-second timeline, as Arrow tables, and per (run, cluster) the t0 and the count of stale
-    deliveries every figure excluded. Three passes; see the module docstring."""
-    plan = Plan(samples.window_rows)
+    the per-second timeline, as Arrow tables, per (run, cluster) the t0 and the count of stale
+    deliveries every figure excluded, and what the passes measured for run.json's faults (None without
+    any). Three passes; see the module docstring."""
+    plan = Plan(samples.window_rows, run_faults(samples))
     hist = counting_pass(samples, plan, "all")
     ranks = latency_ranks(samples, plan, "tl", hist, {TLHIST: TL_PCTS}) if hist is not None else {}
     msgs = message_pass(samples, plan)
@@ -520,7 +680,7 @@ def reduce_samples(samples: Any) -> tuple[pa.Table, pa.Table, list[dict[str, Any
     for gid, w in enumerate(plan.rows):
         run_id, cluster, step, target, start, end, meas, window_s, warmup_s, _t0 = w
         outc = [cnt[OUTCOME].get((gid, i), 0) for i in range(len(OUTCOMES) + 1)]
-        m = msgs.get(gid, {})
+        m = msgs.get((STEP_GROUP, gid), {})
         c = {"published_in_window": cnt[PUBRATE].get((gid, 0), 0), "confirmed_in_window": cnt[CONFRATE].get((gid, 0), 0),
              "consumed_in_window": cnt[CONRATE].get((gid, 0), 0), "published": sum(outc),
              **{col: outc[i] for i, col in enumerate(OUTCOME_COLS)},
@@ -547,4 +707,5 @@ def reduce_samples(samples: Any) -> tuple[pa.Table, pa.Table, list[dict[str, Any
     tl_rows = sorted(((*names[rc], sec, *vals) for (rc, sec), vals in tl.items()), key=lambda r: (r[0], r[1], r[2]))
     stale = [{"run_id": run_id, "cluster": cluster, "t0_ns": plan.t0[rc], "stale": cnt[STALE].get((rc, 0), 0)}
              for (run_id, cluster), rc in sorted(plan.rc.items())]
-    return steps, _table(tl_rows, TIMELINE_SCHEMA), stale
+    faults = _fault_counts(plan, hist, msgs) if plan.faults else None
+    return steps, _table(tl_rows, TIMELINE_SCHEMA), stale, faults

@@ -17,8 +17,10 @@ from rbench.report import plots
 
 
 def broker_plot(timeline: list[dict[str, Any]], broker: list[dict[str, Any]], phases: list[dict[str, Any]],
-                path: Path, steps: list[dict[str, Any]] | None = None, search: bool = False) -> Path:
-    """Client throughput, then the broker's queue depth, memory and CPU, sharing the x axis.
+                path: Path, steps: list[dict[str, Any]] | None = None, search: bool = False,
+                faults: list[dict[str, Any]] | None = None) -> Path:
+    """Client throughput, then the broker's queue depth, memory and CPU, sharing the x axis; faults shaded
+    as on the client timeline (rbench.report.plots.shade_fault).
 
     The client panel draws what the timeline plot draws (rbench.report.plots.timeline_series:
     whole seconds of the schedule only); a rate search's probes sit at their real start times."""
@@ -52,6 +54,12 @@ def broker_plot(timeline: list[dict[str, Any]], broker: list[dict[str, Any]], ph
             ax.axvline(p["start_s"], color="grey", lw=0.8, ls=":")
         ax_rate.annotate(p["phase"], (p["start_s"], 1.0), xycoords=("data", "axes fraction"), fontsize=8,
                          color="grey", va="top", ha="left")
+    right = max([r["second"] + 1 for r in timeline] + [r["second"] for r in broker], default=0)
+    for f in faults or []:
+        for ax in axes:
+            plots.shade_fault(ax, f, 0.0, right)
+        ax_rate.annotate(f"{f['action']} {f['node']}", (f["at_s"], 0.02), xycoords=("data", "axes fraction"), fontsize=8,
+                         color=plots.FAULT_COLOR, va="bottom", ha="left", rotation=90)
     ax_rate.set_ylabel("msg/s (client)")
     ax_rate.yaxis.set_major_formatter(FuncFormatter(plots._rate_fmt))
     ax_rate.set_title("Client throughput and the broker's side, on the client's time axis")

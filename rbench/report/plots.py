@@ -447,8 +447,10 @@ def timeline_series(timeline: list[Row], steps: list[Row], search: bool = False)
     return out
 
 
-def timeline_plot(timeline: list[Row], steps: list[Row], path: Path, search: bool = False) -> Path:
-    """Per-second throughput and latency within each run, x = seconds since the series' first step."""
+def timeline_plot(timeline: list[Row], steps: list[Row], path: Path, search: bool = False,
+                  faults: list[Row] | None = None) -> Path:
+    """Per-second throughput and latency within each run, x = seconds since the series' first step; each fault of
+    ``faults`` (rows of faults.json) shaded from its start until the node was back."""
     series = timeline_series(timeline, steps, search)
     colors = _colors(list(series))
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(12, 7), dpi=110, sharex=True)
@@ -465,11 +467,21 @@ def timeline_plot(timeline: list[Row], steps: list[Row], path: Path, search: boo
             ax.axvline(b, color="grey", lw=0.6, ls=":")
             if warm > 0:
                 ax.axvspan(b, b + warm, color="grey", alpha=0.08, lw=0)
+    if faults:
+        clusters = {f["cluster"] for f in faults}
+        right = max((t["second"] for t in timeline), default=0) + 1       # a node never back: shaded to the end
+        for f in faults:
+            label = f"{f['action']} {f['node']}" + (f" ({f['cluster']})" if len(clusters) > 1 else "")
+            for ax in (ax1, ax2):
+                shade_fault(ax, f, 0.0, right)
+            ax1.annotate(label, (f["at_s"], 0.02), xycoords=("data", "axes fraction"), fontsize=8, color=FAULT_COLOR,
+                         va="bottom", ha="left", rotation=90)
     ax1.yaxis.set_major_formatter(FuncFormatter(_rate_fmt))
     ax1.set_ylim(bottom=0)
     ax1.set_ylabel("msg/s (1 s buckets)")
     ax1.set_title("Throughput per whole second of the schedule (publish by t_sent, consume by t_received); "
-                  "dotted = step starts, grey = warm-up", fontsize=10)
+                  "dotted = step starts, grey = warm-up"
+                  + ("\nred = a fault until the node was back, darker = node down" if faults else ""), fontsize=10)
     if ax1.get_legend_handles_labels()[0]:
         ax1.legend(fontsize=7, ncol=2, loc="best")
     ax1.grid(alpha=0.3)
@@ -482,6 +494,55 @@ def timeline_plot(timeline: list[Row], steps: list[Row], path: Path, search: boo
     ax2.set_xlabel("seconds since the first step started" + (" (probes at their real start times)" if search else ""))
     ax2.set_title("End-to-end latency (t_received − t_intended) per 1 s bucket of t_received", fontsize=10)
     ax2.grid(alpha=0.3, which="both")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)
+    return path
+
+
+FAULT_COLOR = "#c0392b"
+
+
+def shade_fault(ax: Any, fault: dict[str, Any], origin_s: float, right: float) -> None:
+    """Shade a fault on ``ax`` (x in s, ``origin_s`` subtracted): light from its start until the node was
+    back, darker while the node was down (end of the action until the restart began); up to ``right``
+    (in the axis' x) when the node did not come back during the run."""
+    start, end = fault["at_s"] - origin_s, fault["end_s"] - origin_s
+    back = right if fault.get("back_s") is None else fault["back_s"] - origin_s
+    down_end = right if fault.get("back_start_s") is None else fault["back_start_s"] - origin_s
+    ax.axvspan(start, max(back, start), color=FAULT_COLOR, alpha=0.08, lw=0)
+    ax.axvspan(end, max(down_end, end), color=FAULT_COLOR, alpha=0.18, lw=0)
+
+
+def fault_plot(faults: list[dict[str, Any]], path: Path) -> Path:
+    """One panel per fault: published, confirmed and consumed per second around it (x = s since the fault's
+    start, each 1 s bucket drawn at its middle), the pre-fault mean and its 95 % line, the instant the
+    consume rate was back, and the fault shaded as on the timeline."""
+    fig, axes = plt.subplots(len(faults), 1, figsize=(12, 3.2 * len(faults)), dpi=110, squeeze=False)
+    for ax, f in zip(axes[:, 0], faults):
+        pts = f.get("series") or []
+        xs = [p["t_s"] + 0.5 for p in pts]
+        ax.plot(xs, [p["consumed"] for p in pts], color="tab:blue", lw=1.6, label="consumed/s")
+        ax.plot(xs, [p["published"] for p in pts], color="tab:orange", lw=1.0, ls="--", label="published/s")
+        ax.plot(xs, [p["confirmed"] for p in pts], color="tab:green", lw=1.0, ls=":", label="confirmed (ack)/s")
+        if xs:
+            ax.set_xlim(min(xs) - 0.5, max(xs) + 0.5)
+        shade_fault(ax, f, f["at_s"], max(xs) + 0.5 if xs else 0.0)
+        if f.get("baseline_consume_rate"):
+            ax.axhline(f["baseline_consume_rate"], color="grey", lw=0.8, ls=":", label="pre-fault mean (consumed)")
+            ax.axhline(0.95 * f["baseline_consume_rate"], color="grey", lw=0.6, ls="--", label="95 % of it")
+        if f.get("consume_back_s") is not None:
+            ax.axvline(f["consume_back_s"], color="tab:blue", lw=0.8, ls="-.", label="consume rate back")
+        if f.get("first_confirm_s") is not None:
+            ax.axvline(f["first_confirm_s"], color="tab:green", lw=0.8, ls="-.", label="first confirm after the fault")
+        ax.yaxis.set_major_formatter(FuncFormatter(_rate_fmt))
+        ax.set_ylim(bottom=0)
+        ax.set_ylabel("msg/s")
+        ax.set_title(f"fault {int(f['index']) + 1}: {f['action']} {f['node']} on {f['cluster']} at {f['at_s']:.2f} s "
+                     f"(red: until the node was back, darker: node down)", fontsize=10)
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="lower right", ncol=2)
+    axes[-1, 0].set_xlabel("seconds since the fault started (1 s buckets since the cluster's t0, drawn at their middle)")
     fig.tight_layout()
     fig.savefig(path)
     plt.close(fig)

@@ -26,9 +26,30 @@ STEP_COLUMNS = [
     ("generator_bound", "generator-bound"), ("gen_cpu_max", "task CPU (max, cores)"), ("gen_loop_lag_p99_ms", "task loop lag p99"),
     ("gen_window_full_min", "window full (min share)"), ("published", "measured published"), ("deliveries", "measured deliveries"),
     ("nacked", "nacked"), ("returned", "returned"), ("timeout", "confirm timeout"), ("unconfirmed", "unconfirmed"),
+    ("connection_lost", "connection lost"),
     ("lost", "lost"), ("duplicated", "duplicated"), ("reordered", "reordered"), ("redelivered", "redelivered"),
     ("broker_cpu_us_per_msg", "broker CPU µs/msg"), ("broker_mem_peak_mb", "broker mem peak MiB"),
     ("window_s", "window s"),
+]
+# the Faults section: (label, column of this fault, column of the whole run or None); the method comes from
+# faults.json "method" (rbench.reduce.faults.FIGURES), so a re-render says what the reduce measured
+FAULT_ROWS: list[tuple[str, str, str | None]] = [
+    ("step", "step", None), ("fault started (s since t0)", "at_s", None), ("action ended", "end_s", None),
+    ("node back", "back_s", None), ("first confirm after the fault (s)", "first_confirm_s", None),
+    ("", "first_confirm_note", None),
+    ("pre-fault mean consume rate (msg/s)", "baseline_consume_rate", None), ("seconds averaged", "baseline_seconds", None),
+    ("consume rate back", "consume_back", None), ("consume rate back after (s)", "consume_back_s", None),
+    ("lowest consume rate after the fault (msg/s)", "consume_lowest_rate", None), ("", "recovery_note", None),
+    ("lost (confirmed, never consumed)", "lost", "run_lost"),
+    ("in flight at the cut (connection_lost)", "connection_lost", "run_connection_lost"),
+    ("… of those consumed anyway", "connection_lost_consumed", "run_connection_lost_consumed"),
+    ("duplicated", "duplicated", "run_duplicated"), ("reordered", "reordered", "run_reordered"),
+    ("redelivered", "redelivered", "run_redelivered"),
+    ("client reconnects", "reconnects", None), ("… not back by the end of the run", "reconnects_not_back", None),
+    ("longest client reconnect (s)", "reconnect_max_s", "run_reconnect_max_s"),
+    ("in flight at the cuts, as the clients reported", "in_flight_reported", None),
+    ("schedule slots skipped while disconnected", "skipped", None),
+    ("fault window (s since t0)", "window_start_s", None), ("… to", "window_end_s", None),
 ]
 PHASE_HEADERS = [
     ("cluster", "cluster"), ("phase", "phase"), ("start_s", "start s"), ("duration_s", "duration s"),
@@ -274,6 +295,38 @@ tr.generator td.answer{color:#8a4b00}
 """
 
 
+def _fault_cell(row: dict[str, Any], key: str | None) -> str:
+    """A figure of a fault as printed: instants and durations in s to the ms (a first confirm is often
+    well under 0.1 s), steps from 1, the rest like every other figure."""
+    if key is None:
+        return ""
+    value = row.get(key)
+    if key.endswith("_s") and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return f"{value:,.3f}"
+    return cell(row, key)
+
+
+def faults_html(doc: dict[str, Any], image: Path | None) -> str:
+    """The Faults section: the rules, one table per fault (figure, this fault, whole run, how it is measured)
+    and the plot of the rates around each fault."""
+    method = doc.get("method") or {}
+    parts = ["<h2>Faults</h2><p class='method'>" + html.escape(str(method.get("rules", ""))) + ". Rates around each "
+             "fault: " + html.escape(str(method.get("series", ""))) + ". Same figures: faults.csv / faults.json.</p>"]
+    for f in doc.get("faults") or []:
+        title = (f"Fault {int(f['index']) + 1}: {f['action']} {f['node']} on cluster {f['cluster']} "
+                 f"at {_fault_cell(f, 'at_s')} s ({f['run_id']})" + ("" if f.get("ok", True) else f" — FAILED: {f.get('error')}"))
+        rows = []
+        for label, key, run_key in FAULT_ROWS:
+            value = f.get(key)
+            if label == "" and value is None:
+                continue                       # a note only when a figure above it is empty
+            rows.append([label or "why", _fault_cell(f, key), _fault_cell(f, run_key), str(method.get(key, ""))])
+        parts.append(f"<h3>{html.escape(title)}</h3>" + _table(["figure", "this fault", "whole run", "how it is measured"], rows))
+    if image is not None:
+        parts.append(_img(image, "publish, confirm and consume rates around each fault"))
+    return "\n".join(parts)
+
+
 def _verdict_html(board: dict[str, Any], notes: list[str]) -> str:
     """The first screen: the SLO, the answer in two sentences, and the verdict table."""
     parts = ["<section id='verdict'><h2>Verdict: msg/s within the SLO, and at what cost</h2>",
@@ -329,10 +382,12 @@ def _methodology_html(notes: list[str], meta: dict[str, Any]) -> str:
                  "ranks: equal figures (as printed) share a rank and are marked tie",
                  meta["rate_method"], meta["measured_set"], "percentiles: " + meta["percentile_method"],
                  *[f"{k}: {v}" for k, v in meta["latencies"].items()], meta["match_rule"],
-                 "lost: measured published message with outcome ack or unconfirmed never received by any consumer in the run",
+                 "lost: measured published message with outcome ack, unconfirmed or connection_lost never received by any "
+                 "consumer in the run",
                  "duplicated: measured message (same producer + seq) received more than once; reordered: delivery whose seq is "
                  "lower than one already received from the same producer on the same queue (receive order t_received, ties by seq)",
-                 "nacked / returned / confirm timeout / unconfirmed: measured published messages by outcome",
+                 "nacked / returned / confirm timeout / unconfirmed / connection lost: measured published messages by "
+                 "outcome (connection lost: published, and the connection died before its confirm came; not sent again)",
                  "timeline: " + meta["timeline_method"] + "; throughput is drawn for whole seconds of the schedule only "
                  "(a partly covered second is not a drop)", meta.get("stale_method", STALE_MEANING),
                  meta.get("step_numbering", STEP_NUMBERING), f"clock: {meta['runs'][0].get('clock')}"]:
@@ -343,7 +398,7 @@ def _methodology_html(notes: list[str], meta: dict[str, Any]) -> str:
 
 def report_html(steps: list[dict[str, Any]], board: dict[str, Any], notes: list[str], meta: dict[str, Any],
                 images: dict[str, Path], phases: list[dict[str, Any]] | None = None,
-                search: dict[str, Any] | None = None) -> str:
+                search: dict[str, Any] | None = None, faults: dict[str, Any] | None = None) -> str:
     """The whole report as one HTML string (images inline): the answer first, the method last."""
     names = sorted({str(r.get("workload_name")) for r in meta["runs"]})
     runs = meta["runs"]
@@ -365,6 +420,10 @@ def report_html(steps: list[dict[str, Any]], board: dict[str, Any], notes: list[
     parts.append(_img(images["latency"], "end-to-end latency per target rate"))
     parts.append(_img(images["confirm"], "confirm latency per target rate"))
     parts.append("<h2>Within the run</h2>" + _img(images["timeline"], "throughput and latency over time"))
+    if faults and faults.get("faults"):
+        parts.append(faults_html(faults, images.get("faults")))
+    if faults and faults.get("faults"):
+        parts.append(faults_html(faults, images.get("faults")))
     if "broker" in images:
         parts.append("<h2>The broker's side</h2><p class='method'>" + html.escape(str(meta.get("broker_method", "")))
                      + "</p>" + _img(images["broker"], "queue depth, broker memory and CPU over time"))
@@ -423,9 +482,13 @@ def _md_tables_to_html(md: str) -> str:
 
 def render_report(out_dir: Path, steps: list[dict[str, Any]], timeline: list[dict[str, Any]], board: dict[str, Any],
                   notes: list[str], meta: dict[str, Any], broker: list[dict[str, Any]] | None = None,
-                  phases: list[dict[str, Any]] | None = None, search: dict[str, Any] | None = None) -> Path:
-    """Write leaderboard.md, the PNGs and report.html into ``out_dir``; return the HTML path."""
+                  phases: list[dict[str, Any]] | None = None, search: dict[str, Any] | None = None,
+                  faults: dict[str, Any] | None = None) -> Path:
+    """Write leaderboard.md, the PNGs and report.html into ``out_dir``; return the HTML path. ``search``: the rate
+    search's search.json (its probes drawn); ``faults``: the reduce's faults.json document (None or no rows: no
+    Faults section, nothing shaded)."""
     out_dir = Path(out_dir)
+    fault_rows = list((faults or {}).get("faults") or [])
     (out_dir / "leaderboard.md").write_text(leaderboard_markdown(board, notes, meta))
     probing = search is not None
     slo_ms = board.get("latency_limit_ms")
@@ -434,15 +497,18 @@ def render_report(out_dir: Path, steps: list[dict[str, Any]], timeline: list[dic
         "knee": plots.knee_plot(steps, out_dir / "latency_vs_throughput.png", probing, slo_ms),
         "latency": plots.latency_plot(steps, out_dir / "latency.png", "e2e", probing, slo_ms),
         "confirm": plots.latency_plot(steps, out_dir / "confirm_latency.png", "confirm", probing),
-        "timeline": plots.timeline_plot(timeline, steps, out_dir / "timeline.png", probing),
+        "timeline": plots.timeline_plot(timeline, steps, out_dir / "timeline.png", probing, faults=fault_rows),
     }
     if search is not None:
         images["probes"] = plots.probes_plot(search, out_dir / "probes.png")
+    if fault_rows:
+        images["faults"] = plots.fault_plot(fault_rows, out_dir / "faults.png")
     if broker:
         from rbench.report.broker_plots import broker_plot
-        images["broker"] = broker_plot(timeline, broker, phases or [], out_dir / "broker.png", steps, probing)
+        images["broker"] = broker_plot(timeline, broker, phases or [], out_dir / "broker.png", steps, probing,
+                                       faults=fault_rows)
     path = out_dir / "report.html"
-    path.write_text(report_html(steps, board, notes, meta, images, phases, search))
+    path.write_text(report_html(steps, board, notes, meta, images, phases, search, faults))
     return path
 
 
@@ -460,6 +526,8 @@ def rerender(out_dir: Path) -> Path:
     tl = pq.read_table(out_dir / "timeline.parquet").to_pylist()
     broker_path = out_dir / "broker_timeline.parquet"
     broker = pq.read_table(broker_path).to_pylist() if broker_path.is_file() else []
+    faults_path = out_dir / "faults.json"
+    faults = json.loads(faults_path.read_text()) if faults_path.is_file() else None
     search = saved.get("search")
     return render_report(out_dir, steps, tl, complete(saved["leaderboard"], steps, search), saved["notes"], saved["meta"],
-                         broker=broker, phases=saved.get("phases", []), search=search)
+                         broker=broker, phases=saved.get("phases", []), search=search, faults=faults)

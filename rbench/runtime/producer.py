@@ -1,15 +1,22 @@
-"""One producer: follows its schedule, stamps each body, hands it to the driver."""
+"""One producer: follows its schedule, stamps each body, hands it to the driver.
+
+When the connection dies (``ConnectionLost`` from ``ready()``/``publish()``) the producer asks its
+``Recovery`` for the publisher of the reconnected driver and goes on on its schedule: slots whose
+due time passed meanwhile are skipped, not sent late in a burst (docs/drivers.md).
+"""
 from __future__ import annotations
 
 import asyncio
 import time
+from typing import Protocol
 
 from rbench.config.types import PublisherSpec
 from rbench.drivers.base import Publisher
+from rbench.errors import ConnectionLost
 from rbench.runtime._recorder import ConfirmSink, Stamper
 from rbench.runtime.clock import SendClock
 from rbench.runtime.recorder import Recorder
-from rbench.runtime.schedule import Segment, due_times
+from rbench.runtime.schedule import Segment, due_times, slot_at
 from rbench.runtime.stamp import new_payload
 
 YIELD_EVERY = 64          # when behind schedule or unlimited, let consumers run this often
@@ -82,9 +89,21 @@ def _template(data: bytes) -> bytearray:
     return body
 
 
+class Recovery(Protocol):
+    """How a producer rides through a lost connection (rbench.runtime.reconnect)."""
+
+    async def publisher(self, pub: Publisher, error: ConnectionLost, until_ns: int) -> Publisher | None:
+        """The producer's publisher once the connection is back; None when the task stops or ``until_ns``
+        (the end of the producer's schedule) passes first. Raises when the task does not ride through
+        ``error`` (reconnect off, or the driver cannot) or gives up."""
+
+    def skipped(self, step: int, slots: int) -> None:
+        """``slots`` slots of ``step`` were not sent because the connection was down."""
+
+
 async def run_producer(pub: Publisher, spec: PublisherSpec, recorder: Recorder, segments: list[Segment],
                        size: int, message_count: int | None, stop: asyncio.Event, clock: SendClock | None = None,
-                       chooser: BodyChooser | None = None) -> int:
+                       chooser: BodyChooser | None = None, recovery: Recovery | None = None) -> int:
     """Publish along `segments`; returns how many messages were published.
 
     ``clock`` is the task's shared send clock (rbench.runtime.clock); a producer run on its own
@@ -94,62 +113,148 @@ async def run_producer(pub: Publisher, spec: PublisherSpec, recorder: Recorder, 
     (``stamp_now``: t_intended = t_sent, for unlimited rate) takes t_sent, writes the stamp into the reused body and records the row (or returns 0
     when t_sent is past ``not_after``: nothing stamped, nothing recorded), then
     ``pub.publish``; if that raises, the row is dropped again, as if never recorded.
-    With a ``chooser`` (bodies that vary) the body and its stamper are picked per message."""
+    With a ``chooser`` (bodies that vary) the body and its stamper are picked per message.
+
+    A ``ConnectionLost`` goes to ``recovery`` (without one it propagates). seq counts published
+    messages only; with ``message_count`` and a rate, skipped slots count towards it (the producer
+    keeps to the schedule it would have had without the loss, and ends when it would have)."""
     own_clock = clock is None
     clock = clock or SendClock()
     try:
-        return await _produce(pub, spec, recorder, segments, size, message_count, stop, clock, chooser)
+        return await _produce(pub, spec, recorder, segments, size, message_count, stop, clock, chooser, recovery)
     finally:
         if own_clock:
             clock.close()
 
 
+_DONE, _STOPPED, _LOST = range(3)
+
+
+async def _recover(recovery: Recovery | None, pub: Publisher, error: ConnectionLost, until_ns: int) -> Publisher | None:
+    if recovery is None:
+        raise error
+    return await recovery.publisher(pub, error, until_ns)
+
+
+def _slots_passed(seg: Segment, first: int, budget: int | None, t_ns: int) -> int:
+    """Slots of a rate-limited ``seg`` from ``first`` that are due before ``t_ns`` (within ``budget``)."""
+    k = slot_at(seg, t_ns)
+    if budget is not None:
+        k = min(k, budget)
+    return max(0, k - first)
+
+
 async def _produce(pub: Publisher, spec: PublisherSpec, recorder: Recorder, segments: list[Segment],
                    size: int, message_count: int | None, stop: asyncio.Event, clock: SendClock,
-                   chooser: BodyChooser | None) -> int:
+                   chooser: BodyChooser | None, recovery: Recovery | None) -> int:
     body = new_payload(size)
-    pid = spec.producer_id
     qidx = recorder.queue_index(spec.queue)
-    stamper = recorder.stamper(body, pid, qidx, spec.confirm)
-    stamp = stamper.stamp
-    stamp_now = stamper.stamp_now
-    publish = pub.publish
-    ready = pub.ready
-    is_stopped = stop.is_set
-    seq = 0
-    now = time.time_ns
-    for seg in segments:
+    stamper = recorder.stamper(body, spec.producer_id, qidx, spec.confirm)
+    seq = 0             # messages published
+    skipped = 0         # schedule slots not sent because the connection was down
+    resume_ns = 0       # the connection came back then: slots due before it are skipped
+    until_ns = segments[-1].end_ns if segments else 0
+    for i, seg in enumerate(segments):
         if not await _wait_until(clock, seg.start_ns, stop):
             return seq
         if seg.interval_ns is None:
-            end = seg.end_ns
-            limit = _NEVER if message_count is None else message_count
-            while seq < limit and not is_stopped():
-                await ready()
-                if chooser is not None:
-                    stamper, body = chooser(seq, now())
-                    stamp_now = stamper.stamp_now
-                if not stamp_now(seq, end):        # t_intended = t_sent: no schedule to lag behind
+            limit = _NEVER if message_count is None else message_count - skipped
+            while True:
+                seq, lost = await _unlimited(pub, seg, limit, seq, stamper, body, chooser, stop)
+                if lost is None:
                     break
-                try:
-                    publish(body, seq)
-                except BaseException:
-                    stamper.unstamp()
-                    raise
-                seq += 1
-                if seq % YIELD_EVERY == 0:
-                    await asyncio.sleep(0)
+                new = await _recover(recovery, pub, lost, until_ns)
+                if new is None:
+                    return seq
+                pub = new
             continue
-        remaining = None if message_count is None else message_count - seq
-        burst = 0
-        for due in due_times(seg, remaining):
+        budget = None if message_count is None else message_count - seq - skipped   # slots this segment may use
+        first = 0
+        while True:
+            if resume_ns > seg.start_ns:
+                n = _slots_passed(seg, first, budget, resume_ns)
+                if n:
+                    skipped += n
+                    first += n
+                    assert recovery is not None
+                    recovery.skipped(seg.step, n)
+            seq0 = seq
+            seq, status, lost = await _scheduled(pub, seg, first, budget, seq, stamper, body, chooser, clock, stop)
+            if status == _STOPPED:
+                return seq
+            if lost is None:
+                break
+            first += seq - seq0           # the slot in hand when the connection died is the first not sent
+            new = await _recover(recovery, pub, lost, until_ns)
+            resume_ns = time.time_ns()
+            if new is None:               # stopped, or the schedule ended, while disconnected
+                assert recovery is not None
+                for j, later in enumerate(segments[i:]):
+                    if later.interval_ns is None:
+                        continue
+                    if j:
+                        first, budget = 0, None if message_count is None else max(0, message_count - seq - skipped)
+                    n = _slots_passed(later, first, budget, resume_ns)
+                    if n:
+                        skipped += n
+                        recovery.skipped(later.step, n)
+                return seq
+            pub = new
+        if message_count is not None and seq + skipped >= message_count:
+            break
+    return seq
+
+
+async def _unlimited(pub: Publisher, seg: Segment, limit: int, seq: int, stamper: Stamper, body: bytearray,
+                     chooser: BodyChooser | None, stop: asyncio.Event) -> tuple[int, ConnectionLost | None]:
+    """Publish as fast as ``ready()`` allows until ``seg`` ends, ``limit`` messages or stop; (seq, the loss
+    that interrupted it or None)."""
+    publish = pub.publish
+    ready = pub.ready
+    is_stopped = stop.is_set
+    stamp_now = stamper.stamp_now
+    now = time.time_ns
+    end = seg.end_ns
+    try:
+        while seq < limit and not is_stopped():
+            await ready()
+            if chooser is not None:
+                stamper, body = chooser(seq, now())
+                stamp_now = stamper.stamp_now
+            if not stamp_now(seq, end):        # t_intended = t_sent: no schedule to lag behind
+                break
+            try:
+                publish(body, seq)
+            except BaseException:
+                stamper.unstamp()
+                raise
+            seq += 1
+            if seq % YIELD_EVERY == 0:
+                await asyncio.sleep(0)
+    except ConnectionLost as exc:
+        return seq, exc
+    return seq, None
+
+
+async def _scheduled(pub: Publisher, seg: Segment, first: int, limit: int | None, seq: int, stamper: Stamper,
+                     body: bytearray, chooser: BodyChooser | None, clock: SendClock,
+                     stop: asyncio.Event) -> tuple[int, int, ConnectionLost | None]:
+    """Publish slots ``first``… of a rate-limited ``seg`` (slot index below ``limit``), each at its due time;
+    (seq, _DONE | _STOPPED | _LOST, the loss that interrupted it or None)."""
+    publish = pub.publish
+    ready = pub.ready
+    stamp = stamper.stamp
+    now = time.time_ns
+    burst = 0
+    try:
+        for due in due_times(seg, limit, first):
             t = now()
             if due > t:
                 burst = 0
                 if not await _wait_until(clock, due, stop):
-                    return seq
+                    return seq, _STOPPED, None
             elif stop.is_set():
-                return seq
+                return seq, _STOPPED, None
             elif t >= seg.end_ns:
                 # behind schedule when the step ends: what was not sent is not sent later,
                 # so the step's achieved rate shows the shortfall and the run ends on time
@@ -169,6 +274,6 @@ async def _produce(pub: Publisher, spec: PublisherSpec, recorder: Recorder, segm
                 stamper.unstamp()
                 raise
             seq += 1
-        if message_count is not None and seq >= message_count:
-            break
-    return seq
+    except ConnectionLost as exc:
+        return seq, _LOST, exc
+    return seq, _DONE, None

@@ -118,7 +118,8 @@ class Recorder:
     def counts(self) -> dict[str, int]:
         c = self.core
         return {"published": c.n_published, "confirmed": c.n_confirmed, "nacked": c.n_nacked,
-                "returned": c.n_returned, "consumed": c.n_consumed, "timeout": c.n_timeout}
+                "returned": c.n_returned, "consumed": c.n_consumed, "timeout": c.n_timeout,
+                "connection_lost": c.n_connection_lost}
 
     def queue_index(self, queue: str) -> int:
         if queue not in self._queue_index:
@@ -152,6 +153,10 @@ class Recorder:
         e2e = np.frombuffer(memoryview(self.core.take_e2e()), dtype=np.int64)
         confirms = np.frombuffer(memoryview(self.core.take_confirm_latencies()), dtype=np.int64)
         return e2e, confirms
+
+    def lose_in_flight(self) -> int:
+        """The connection died: every message still waiting for its confirm is ``connection_lost``; how many."""
+        return self.core.lose_pending()
 
     def expire_confirms(self, now_ns: int) -> None:
         if self.confirm_timeout_ns is None:

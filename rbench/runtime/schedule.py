@@ -55,13 +55,30 @@ def segments(t0_ns: int, start_delay_ns: int, steps: list[tuple[float, float, fl
         yield Segment(i, first, end, interval)
 
 
-def due_times(segment: Segment, limit: int | None = None) -> Iterator[int]:
-    """Due times in the segment (rate-limited segments only); `limit` caps the count."""
+def due_times(segment: Segment, limit: int | None = None, first: int = 0) -> Iterator[int]:
+    """Due times of slots ``first``, ``first`` + 1, … of the segment (rate-limited segments only);
+    slot k is due at start + k × interval, and `limit` caps the slot index (not the count from first)."""
     assert segment.interval_ns is not None
-    k = 0
+    k = first
     while limit is None or k < limit:
         due = segment.start_ns + int(k * segment.interval_ns)
         if due >= segment.end_ns:
             return
         yield due
         k += 1
+
+
+def slot_at(segment: Segment, t_ns: int) -> int:
+    """Index of the segment's first slot due at or after ``t_ns`` (0 before the segment starts; past
+    the end, the number of slots): the slots before it are the ones ``t_ns`` has already passed."""
+    interval = segment.interval_ns
+    assert interval is not None
+    t_ns = min(t_ns, segment.end_ns)
+    if t_ns <= segment.start_ns:
+        return 0
+    k = int((t_ns - segment.start_ns) // interval)
+    while segment.start_ns + int(k * interval) < t_ns:       # due_times' own rounding decides
+        k += 1
+    while k > 0 and segment.start_ns + int((k - 1) * interval) >= t_ns:
+        k -= 1
+    return k

@@ -16,14 +16,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from rbench.config.types import TaskPlan
-from rbench.drivers.base import Consumer, Driver, Publisher, load_driver
-from rbench.errors import ConfigError
+from rbench.config.types import ClusterTarget, ConsumerSpec, TaskPlan
+from rbench.drivers.base import Consumer, Driver, OnLost, Publisher, load_driver
+from rbench.errors import ConfigError, ConnectionLost
 from rbench.live import histogram
 from rbench.live.control import ControlClient
 from rbench.runtime._recorder import ConsumerTap
 from rbench.runtime.clock import SendClock
 from rbench.runtime.producer import BodyChooser, ProducerSink, run_producer
+from rbench.runtime.reconnect import Reconnector
 from rbench.runtime.recorder import Recorder, warm_up
 from rbench.runtime.schedule import phase_of, segments
 from rbench.runtime.selfcheck import SelfCheck
@@ -92,6 +93,17 @@ class _ConsumerState(ConsumerTap):
         super().__init__(recorder.core, recorder, consumer_id, queue_idx, limit, asyncio.Event())
 
 
+class _Exited:
+    """Stands in for a consumer exit_when closed: after a reconnect it stays closed."""
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def _closed() -> Consumer:
+    return _Exited()
+
+
 class TaskRun:
     def __init__(self, plan: TaskPlan, attempt: int, barrier: Barrier | None, all_gather: AllGather | None) -> None:
         self.plan = plan
@@ -108,8 +120,14 @@ class TaskRun:
         self.control = ControlClient(plan.control)
         self.driver: Driver = load_driver(plan.driver)
         self.publishers: list[Publisher] = []
+        self.sinks = [ProducerSink(self.recorder, p.producer_id) for p in plan.publishers]
         self.consumers: list[Consumer] = []
         self.consumer_states: list[_ConsumerState] = []
+        self._exited: set[int] = set()           # consumers exit_when closed: not re-opened after a reconnect
+        self.reconnector = Reconnector(plan.task, plan.cluster, plan.reconnect_timeout_s, len(plan.steps), plan.driver,
+                                       self.driver.reconnect, self._reopen,
+                                       self._close_connection, lambda: self.publishers, self.recorder.lose_in_flight,
+                                       self._notify_reconnecting, self._fail)
         self._last_counts = dict(self.recorder.counts)
         self._consumer_error: BaseException | None = None
         self.metrics: Any = None
@@ -144,7 +162,8 @@ class TaskRun:
         summary: dict[str, Any] = {}
         completed = False
         try:
-            await self.driver.open(self.plan.cluster)
+            await self.driver.open(self.plan.cluster, self.reconnector.on_lost())
+            self.reconnector.uri = self.driver.uri
             self.instants["connected"] = time.time()
             await self.driver.declare(self.plan.topology)
             self.instants["declared"] = time.time()
@@ -165,9 +184,11 @@ class TaskRun:
                 helpers.append(loop.create_task(self._watch_exit(t0)))
             published = await self._publish_all(t0)
             load_end_ns = time.time_ns()
+            await self.reconnector.settled()          # a reconnect still running: its end (or failure) first
             if self._consumer_error is not None:
                 raise self._consumer_error
             unconfirmed = await self._drain_publishers()
+            await self.reconnector.settled()
             await self._drain_consumers(published)
             summary = {"t0_ns": t0, "unconfirmed_at_end": unconfirmed, "load_end_ns": load_end_ns,
                        "stopped_by": self._stopped_by(published),
@@ -175,6 +196,7 @@ class TaskRun:
                        "self_check": self.selfcheck.steps()}
             completed = True
         finally:
+            self.reconnector.cancel()
             if ticker is not None:
                 ticker.cancel()
             for helper in helpers:
@@ -192,17 +214,25 @@ class TaskRun:
             counts = self.recorder.close(self.interrupted, commit=completed or self.interrupted)
             await self.control.aclose()
         return {"cluster": self.plan.cluster.name, "task": self.plan.task, "attempt": self.attempt,
-                "interrupted": self.interrupted, **summary, **counts}
+                "interrupted": self.interrupted, **summary, **counts,
+                "reconnects": [r.as_dict() for r in self.reconnector.records],
+                "skipped_disconnected": list(self.reconnector.skipped_by_step)}
 
     async def _start_publishers(self) -> None:
         """Open every publisher at once: their channels (or connections) open concurrently instead of one
         round trip after another, so the load starts sooner."""
-        made = await asyncio.gather(*(self.driver.publisher(p, ProducerSink(self.recorder, p.producer_id))
-                                      for p in self.plan.publishers), return_exceptions=True)
-        self.publishers = [p for p in made if not isinstance(p, BaseException)]
-        for result in made:                   # the others are closed by run()'s clean-up
+        self.publishers = await self._open_publishers(self.driver)
+
+    async def _open_publishers(self, driver: Driver) -> list[Publisher]:
+        """One publisher per planned producer, with its one sink; any failure raises after closing the rest."""
+        made = await asyncio.gather(*(driver.publisher(p, sink) for p, sink in zip(self.plan.publishers, self.sinks)),
+                                    return_exceptions=True)
+        opened = [p for p in made if not isinstance(p, BaseException)]
+        for result in made:
             if isinstance(result, BaseException):
+                await self._close_all([], opened)
                 raise result
+        return opened
 
     def _stopped_by(self, published: int) -> str:
         """Why this task's load ended: the schedule ran out, an interrupt, or every producer reached its count."""
@@ -216,8 +246,60 @@ class TaskRun:
     def _interrupt(self) -> None:
         self.interrupted = True
         self.stop.set()
+        self.reconnector.stop()
         if self.clock is not None:
             self.clock.wake_all()
+
+    def _fail(self, error: BaseException) -> None:
+        """The task cannot go on (a reconnect gave up, or a loss it does not ride through): stop, then raise."""
+        if self._consumer_error is None:
+            self._consumer_error = error
+        self.stop.set()
+        self.reconnector.stop()
+        if self.clock is not None:
+            self.clock.wake_all()
+
+    # ---- riding through a lost connection (rbench.runtime.reconnect) -------------------------
+    def _notify_reconnecting(self, reconnecting: bool) -> None:
+        """Tell the coordinator (the status line says `reconnecting` while any task is)."""
+        self.control.send({"cluster": self.plan.cluster.name, "task": self.plan.task, "step": self._current_step(),
+                           "reconnecting": reconnecting})
+
+    async def _close_connection(self) -> None:
+        """What is left of the dead connection's driver, publishers and consumers: closed, quickly."""
+        await self._close_all(self.consumers, self.publishers, self.driver, timeout=1.0)
+
+    async def _reopen(self, target: ClusterTarget, on_lost: OnLost) -> str | None:
+        """A fresh driver on ``target``: declare, re-open every consumer (same recording state) and publisher,
+        and make them the task's; the URI it connected to. On any failure nothing it opened stays open."""
+        driver = load_driver(self.plan.driver)
+        consumers: list[Consumer] = []
+        try:
+            await driver.open(target, on_lost)
+            await driver.declare(self.plan.topology)
+            consumers = await self._open_consumers(driver)
+            publishers = await self._open_publishers(driver)
+        except BaseException:
+            await self._close_all(consumers, [], driver, timeout=1.0)
+            raise
+        self.driver, self.consumers, self.publishers = driver, consumers, publishers
+        if self.paused:
+            await self._set_paused(True, consumers)
+        return driver.uri
+
+    async def _open_consumers(self, driver: Driver) -> list[Consumer]:
+        """The consumers started so far, again, each with its ConsumerTap (counts and limits go on); those
+        exit_when closed stay closed (a placeholder keeps the positions)."""
+        specs = self.plan.consumers[:len(self.consumer_states)]
+        made = await asyncio.gather(*(driver.consumer(spec, state) if i not in self._exited else _closed()
+                                      for i, (spec, state) in enumerate(zip(specs, self.consumer_states))),
+                                    return_exceptions=True)
+        opened = [c for c in made if not isinstance(c, BaseException)]
+        for result in made:
+            if isinstance(result, BaseException):
+                await self._close_all(opened, [])
+                raise result
+        return opened
 
     def _on_command(self, word: str) -> None:
         """pause / resume from the coordinator (consumer.pause): applied in order, one after the other."""
@@ -255,44 +337,55 @@ class TaskRun:
                     await asyncio.wait_for(self.stop.wait(), max(0.0, (at_ns - time.time_ns()) / 1e9))
                 if self.stop.is_set():
                     return
+            pairs = [(spec, _ConsumerState(self.recorder, spec.consumer_id, self.recorder.queue_index(spec.queue),
+                                           self.plan.consumer_message_count)) for spec in self.plan.consumers]
             if not self.plan.consumer_start_interval_s:      # all at once: their subscriptions overlap
-                states = [_ConsumerState(self.recorder, spec.consumer_id, self.recorder.queue_index(spec.queue),
-                                         self.plan.consumer_message_count) for spec in self.plan.consumers]
-                opened = await asyncio.gather(*(self.driver.consumer(spec, state)
-                                                for spec, state in zip(self.plan.consumers, states)),
-                                              return_exceptions=True)
-                for state, consumer in zip(states, opened):
-                    if not isinstance(consumer, BaseException):
-                        self.consumer_states.append(state)
-                        self.consumers.append(consumer)
-                for consumer in opened:
-                    if isinstance(consumer, BaseException):
-                        raise consumer
-                if self.paused:
-                    await self._set_paused(True, self.consumers)
+                await self._subscribe(pairs, retry=at_ns is not None)
                 return
-            for i, spec in enumerate(self.plan.consumers):
+            for i, pair in enumerate(pairs):
                 if i:
                     await asyncio.sleep(self.plan.consumer_start_interval_s)
-                state = _ConsumerState(self.recorder, spec.consumer_id, self.recorder.queue_index(spec.queue),
-                                       self.plan.consumer_message_count)
-                consumer = await self.driver.consumer(spec, state)
-                self.consumer_states.append(state)
-                self.consumers.append(consumer)
-                if self.paused:
-                    await self._set_paused(True, [consumer])
+                await self._subscribe([pair], retry=at_ns is not None)
         except Exception as exc:
             if at_ns is None:
                 raise
             self._consumer_error = exc          # a delayed start failed: stop and report it
             self.stop.set()
 
+    async def _subscribe(self, pairs: list[tuple[ConsumerSpec, _ConsumerState]], retry: bool) -> None:
+        """Open these consumers on the task's driver and add them (paused if the coordinator said so).
+
+        With ``retry`` (a delayed start, mid-run) a connection lost while subscribing is ridden through:
+        once the reconnect is done they subscribe again on the new driver."""
+        while True:
+            if retry:
+                await self.reconnector.settled()
+            driver = self.driver
+            made = await asyncio.gather(*(driver.consumer(spec, state) for spec, state in pairs), return_exceptions=True)
+            opened = [c for c in made if not isinstance(c, BaseException)]
+            lost = next((r for r in made if isinstance(r, ConnectionLost)), None)
+            if retry and (lost is not None or driver is not self.driver or self.reconnector.reconnecting):
+                await self._close_all(opened, [], timeout=1.0)
+                if lost is not None:
+                    self.reconnector.lost(lost)
+                continue
+            for (_, state), consumer in zip(pairs, made):
+                if not isinstance(consumer, BaseException):
+                    self.consumer_states.append(state)
+                    self.consumers.append(consumer)
+            for result in made:               # the ones opened are closed by run()'s clean-up
+                if isinstance(result, BaseException):
+                    raise result
+            if self.paused:
+                await self._set_paused(True, opened)
+            return
+
     async def _watch_exit(self, t0: int) -> None:
         """PerfTest -ew: stop a consumer idle for 1 s (idle) or whose queue is then empty (empty);
         when every consumer of the task has stopped, stop publishing and end the task."""
         await asyncio.sleep(max(0.0, (t0 - time.time_ns()) / 1e9 + EXIT_CHECK_AFTER_S))
         seen: dict[int, tuple[int, float]] = {}
-        exited: set[int] = set()
+        exited = self._exited
         while not self.stop.is_set():
             for i, (state, consumer, spec) in enumerate(zip(self.consumer_states, self.consumers, self.plan.consumers)):
                 if i in exited:
@@ -306,7 +399,10 @@ class TaskRun:
                 if now - last[1] <= IDLE_S:
                     continue
                 if self.plan.exit_when == "empty":
-                    _, messages, _ = await self.driver.queue_declare(spec.queue, passive=True)  # type: ignore[attr-defined]
+                    try:
+                        _, messages, _ = await self.driver.queue_declare(spec.queue, passive=True)  # type: ignore[attr-defined]
+                    except ConnectionLost:
+                        continue            # the reconnect re-opens the driver; ask again then
                     if messages:
                         continue
                 exited.add(i)
@@ -350,7 +446,7 @@ class TaskRun:
                 chooser = BodyChooser(self.recorder, spec.producer_id, self.recorder.queue_index(spec.queue),
                                       spec.confirm, self.plan.bodies, self.plan.variable_size, t0)
             jobs.append(run_producer(pub, spec, self.recorder, segs, self.plan.size, self.plan.message_count, self.stop,
-                                     self.clock, chooser))
+                                     self.clock, chooser, self.reconnector.for_producer(i)))
         if not jobs:     # consumers only: stay for the planned duration
             end_ns = t0 + int(self.plan.end_offset_s * 1e9)
             with contextlib.suppress(asyncio.TimeoutError):
@@ -375,6 +471,8 @@ class TaskRun:
         copies = sum(len(t) for t in targets) / len(targets) if targets else 1.0
         last, idle_since = -1, time.monotonic()
         while time.monotonic() < deadline:
+            if self._consumer_error is not None:
+                raise self._consumer_error
             counts = self.recorder.counts
             consumed = counts["consumed"]
             if all(s.done.is_set() for s in self.consumer_states):
@@ -388,11 +486,17 @@ class TaskRun:
             await asyncio.sleep(0.05)
 
     async def _close_quietly(self) -> None:
-        for closer in [*(c.aclose() for c in self.consumers), *(p.aclose() for p in self.publishers)]:
+        await self._close_all(self.consumers, self.publishers, self.driver)
+
+    @staticmethod
+    async def _close_all(consumers: list[Consumer], publishers: list[Publisher], driver: Driver | None = None,
+                         timeout: float = 5.0) -> None:
+        for closer in [*(c.aclose() for c in consumers), *(p.aclose() for p in publishers)]:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(closer, 5)
-        with contextlib.suppress(Exception):
-            await asyncio.wait_for(self.driver.aclose(), 5)
+                await asyncio.wait_for(closer, timeout)
+        if driver is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(driver.aclose(), timeout)
 
     # ---- once a second -----------------------------------------------------------------------
     async def _tick_every_second(self) -> None:

@@ -68,6 +68,7 @@ class RunInfo:
                        "also t_received - t_sent; confirm = t_confirmed - t_sent; all time.time_ns()",
             "host": host_facts(),
             "clusters": [],
+            "faults": [],         # one record per executed fault, any cluster (rbench.samples.faults)
         }
         clusters = {c["name"]: c for c in workload.get("clusters", [])}
         for cp in plan.clusters:
@@ -82,6 +83,7 @@ class RunInfo:
                            "offset_s": s.offset_s, "duration_s": s.duration_s, "start_ns": None, "end_ns": None}
                           for s in plan.steps],
                 "task_results": [],
+                "reconnects": [],
             })
         # the workload as written may contain credentials: mask them in the copy we keep
         for c in self.data["workload"].get("clusters", []):
@@ -115,6 +117,17 @@ class RunInfo:
             else:
                 s["start_ns"], s["end_ns"] = start, planned_end
                 s["status"], s["cut_by"] = STEP_COMPLETE, None
+
+    def set_reconnects(self, name: str, task_results: list[dict[str, Any]]) -> None:
+        """The cluster's lost connections its tasks rode through, from their results (docs/parquet.md):
+        ``reconnects`` (every task's records, by loss time) and each step's ``skipped_disconnected`` (schedule
+        slots not sent while a task was disconnected, summed over the tasks)."""
+        c = self.cluster(name)
+        c["reconnects"] = sorted((r for t in task_results for r in t.get("reconnects", [])),
+                                 key=lambda r: (r["t_lost_ns"], r["task"]))
+        for s in c["steps"]:
+            s["skipped_disconnected"] = sum(int(skipped[s["step"]]) for t in task_results
+                                            if len(skipped := t.get("skipped_disconnected", [])) > s["step"])
 
     def mark_unfinished(self, status: str) -> None:
         """Record a final status now, from a signal handler, in case the process ends before finish()."""

@@ -10,13 +10,18 @@ from typing import Literal
 
 import pyarrow as pa
 
-Outcome = Literal["ack", "nack", "returned", "timeout", "unconfirmed"]
+Outcome = Literal["ack", "nack", "returned", "timeout", "unconfirmed", "connection_lost"]
 # What became of a published message, as the ``outcome`` column spells it. The recorder's C core
 # keeps the index into this tuple (plus an internal PENDING code that is never written).
-OUTCOMES: tuple[str, ...] = ("ack", "nack", "returned", "timeout", "unconfirmed")
-ACK, NACK, RETURNED, TIMEOUT, UNCONFIRMED, PENDING = range(6)
-# outcomes whose message may have reached a queue: a loss is one of these never consumed
-MAY_BE_DELIVERED: tuple[str, ...] = ("ack", "unconfirmed")
+# connection_lost: published, no confirm yet, and then the connection died (the task rode through
+# the loss, docs/drivers.md): the broker may or may not have it; rbench does not send it again.
+OUTCOMES: tuple[str, ...] = ("ack", "nack", "returned", "timeout", "unconfirmed", "connection_lost")
+ACK, NACK, RETURNED, TIMEOUT, UNCONFIRMED, CONNECTION_LOST, PENDING = range(7)
+# outcomes whose message may have reached a queue (consumed, it counts as delivered)
+MAY_BE_DELIVERED: tuple[str, ...] = ("ack", "unconfirmed", "connection_lost")
+# a loss is one of these never consumed: confirmed, or sent without confirms. A message in flight at a
+# connection cut was never confirmed, so the broker owed nothing for it: not a loss when it never arrives
+MAY_BE_LOST: tuple[str, ...] = ("ack", "unconfirmed")
 
 PUBLISHED_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("cluster", pa.string()), ("step", pa.int32()), ("task", pa.int32()),

@@ -79,3 +79,19 @@ def test_prometheus_text_format() -> None:
         ("rabbitmq_identity_info", {"rabbitmq_node": "rabbit@h", "rabbitmq_cluster": "a,b"}, 1.0),
         ("erlang_vm_statistics_runtime_milliseconds", {}, 6119.0),
         ("rabbitmq_queue_messages", {"queue": "q", "vhost": "/"}, 3.0)]
+
+
+def test_listed_endpoints_are_each_sampled_and_management_falls_over(tmp_path: Path, amqp_url: str,
+                                                                    unique_name: str) -> None:
+    """Nodes sharing a host on other ports (the local cluster): every listed Prometheus endpoint is one
+    node's, and the first management API that answers speaks for the cluster."""
+    dead = _closed_port()
+    cfg = BrokerMetrics(interval=0.5, management_urls=[f"http://127.0.0.1:{dead}/api", "http://127.0.0.1:15672/api/"],
+                        prometheus_urls=[f"http://127.0.0.1:{dead}/metrics", "http://127.0.0.1:15692/metrics"])
+    sampler, printed = _sample(tmp_path, amqp_url, unique_name, cfg, 2)
+    assert printed == "" and sampler.summary()["sources"] == ["management", "prometheus", "amqp"]
+    table = read_broker(tmp_path, "local")
+    sources = set(table["source"].to_pylist())
+    assert {"management", "prometheus"} <= sources
+    prom_nodes = set(table.filter(pc.equal(table["source"], "prometheus"))["node"].to_pylist())
+    assert len(prom_nodes) == 1 and next(iter(prom_nodes)).startswith("rabbit@")   # the live node, by its name

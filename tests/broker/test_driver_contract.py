@@ -30,7 +30,7 @@ from rbench.config.types import ConsumerSpec, PublisherSpec, QueueDecl, Topology
 from rbench.drivers.amqp091 import Amqp091Driver
 from rbench.drivers.base import DRIVERS, Consumer, Driver, Publisher, load_driver
 from rbench.drivers.replies import NotFound
-from rbench.errors import BrokerError, ConnectError
+from rbench.errors import BrokerError, ConnectError, ConnectionLost
 from rbench.runtime.stamp import new_payload, read_stamp, write_stamp
 from tests.drivers_matrix import MATRIX, DriverRow
 from tests.loops import LoopRunner
@@ -631,3 +631,52 @@ def test_tls_round_trip(row: DriverRow, endpoint: str, tcp_proxy: MakeProxy, tls
         assert terminator.accepted >= 1                   # it did go through the TLS terminator
 
     run(main(), timeout=30)
+
+
+def test_a_lost_connection_is_one_named_error_for_the_runtime_to_ride_through(
+        row: DriverRow, endpoint: str, proxy: TcpProxy, unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
+    """Cut with deliveries held unacked: on_lost once, ConnectionLost from ready()/publish(), and a fresh
+    driver (what the runtime opens) gets every held delivery back flagged redelivered."""
+    need(row, "reconnect")
+    n = 30
+
+    async def main() -> None:
+        uri = proxy.uri(endpoint)
+        cleanup.append(unique_name)
+        losses: list[BaseException] = []
+        d = load_driver(row.name)
+        await asyncio.wait_for(d.open(row.target(uri), losses.append), 10)
+        try:
+            assert d.reconnect is True and d.uri == uri
+            await asyncio.wait_for(d.declare(Topology(queues=(queue_decl(unique_name, row.queue_type),))), 10)
+            pub = await d.publisher(pub_spec(unique_name, confirm=True, confirm_window=100), Sink())
+            await publish_stamped(pub, range(n))
+            assert await pub.drain(10) == 0
+            held = Inbox()       # busy 60 s with its first message: nothing is acked before the cut
+            await d.consumer(ConsumerSpec(0, unique_name, prefetch=n, processing_delay_us=60_000_000), held)
+            assert await held.wait_for(1) and held.redelivered == 0
+            await asyncio.sleep(0.3)                          # the broker has sent its prefetch
+            assert proxy.cut() >= 1
+            assert await wait_until(lambda: losses, 10), "on_lost was not called within 10 s"
+            await asyncio.sleep(0.2)
+            (error,) = losses                                 # once
+            assert isinstance(error, ConnectionLost), f"{type(error).__name__}: {error}"
+            with pytest.raises(ConnectionLost):
+                await asyncio.wait_for(pub.ready(), 5)
+                pub.publish(new_payload(SIZE), n)
+        finally:
+            await asyncio.wait_for(d.aclose(), 10)
+        again: list[BaseException] = []
+        d2 = load_driver(row.name)
+        await asyncio.wait_for(d2.open(row.target(uri), again.append), 10)
+        try:
+            inbox = Inbox()
+            await d2.consumer(ConsumerSpec(0, unique_name, prefetch=100), inbox)
+            assert await inbox.wait_for(n), f"{len(inbox.stamps)} of {n} delivered after the reconnect"
+            assert sorted(inbox.stamps) == sorted(set(inbox.stamps)) and len(inbox.stamps) == n
+            assert inbox.redelivered >= len(held.stamps) >= 1, (inbox.redelivered, len(held.stamps))
+        finally:
+            await asyncio.wait_for(d2.aclose(), 10)
+        assert again == []                                    # aclose() is not a loss
+
+    run(main(), timeout=50)

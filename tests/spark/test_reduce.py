@@ -44,7 +44,7 @@ def expected_steps(run: SynthRun) -> dict[tuple[str, int], dict[str, Any]]:
             e["consume_rate"] = (cc & (C["t_received"] >= meas) & (C["t_received"] < end)).sum() / win
             e["published"] = int(pm.sum())
             for oc, col in (("ack", "acked"), ("nack", "nacked"), ("returned", "returned"), ("timeout", "timeout"),
-                            ("unconfirmed", "unconfirmed")):
+                            ("unconfirmed", "unconfirmed"), ("connection_lost", "connection_lost")):
                 e[col] = int((pm & (P["outcome"] == oc)).sum())
             e["deliveries"] = int(cm.sum())
             e["redelivered"] = int(C["redelivered"][cm].sum())
@@ -52,7 +52,7 @@ def expected_steps(run: SynthRun) -> dict[tuple[str, int], dict[str, Any]]:
             _, counts = np.unique(keys, return_counts=True)
             e["consumed_unique"] = int(counts.size)
             e["duplicated"] = int((counts > 1).sum())
-            cand = pm & np.isin(P["outcome"], ["ack", "unconfirmed"])
+            cand = pm & np.isin(P["outcome"], ["ack", "unconfirmed", "connection_lost"])
             e["lost"] = sum(1 for k in zip(P["producer"][cand].tolist(), P["seq"][cand].tolist()) if k not in consumed_keys)
             e["reordered"] = int(reordered_flag[cm].sum())
             lat = {"e2e": (C["t_received"] - C["t_intended"])[cm], "e2e_sent": (C["t_received"] - C["t_sent"])[cm],
@@ -171,6 +171,9 @@ def test_report_files_are_written_and_say_how(reduced: Any, synth: SynthRun) -> 
     assert pq.read_table(out / "steps.parquet").num_rows == 6
     html = (out / "report.html").read_text()
     assert html.count("data:image/png;base64,") == 5 and "<img" in html and 'src="http' not in html
+    # a run without faults: no fault figures, files, section or shading
+    assert reduced.faults == [] and not (out / "faults.csv").exists() and not (out / "faults.json").exists()
+    assert "Faults" not in html and not (out / "faults.png").exists()
     assert "warm-up" in html and "rank error 0" in html and "t_received - t_intended" in html
     md = (out / "leaderboard.md").read_text()
     assert "| 1 | fast |" in md and "Highest matched target" in md and "costs.yaml" in md

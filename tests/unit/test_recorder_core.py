@@ -15,7 +15,9 @@ from rbench.runtime.recorder import Recorder
 from rbench.runtime.stamp import STAMP, new_payload
 from rbench.samples.schema import (  # noqa: F401
     ACK,
+    CONNECTION_LOST,
     CONSUMED_SCHEMA,
+    MAY_BE_DELIVERED,
     NACK,
     OUTCOMES,
     PENDING,
@@ -292,3 +294,22 @@ def test_recorder_writes_parts_with_the_contract_schema(tmp_path: Path) -> None:
     marker = json.loads((base / "published" / "c1" / "task-00003" / "attempt-0" / "_COMMITTED").read_text())
     assert marker == {"rows": 4, "parts": 2, "interrupted": False}
     assert set(OUTCOMES) >= set(pub["outcome"].to_pylist())
+
+
+def test_a_lost_connection_marks_what_waits_for_its_confirm_connection_lost(tmp_path: Path) -> None:
+    rec = Recorder(str(tmp_path), "r1", "c1", 0, 0, ["q"], [0], 30_000_000_000)
+    sink = ConfirmSink(rec.core, rec, 1)
+    st = rec.stamper(new_payload(24), 1, 0, True)
+    sent = [st.stamp(seq, 1_000 + seq, 2**63 - 1) for seq in range(4)]
+    sink.on_confirm(0, True, sent[0] + 10)
+    rec.returned(stamp(1, 2), 5)              # returned, its ack not in yet: stays "returned"
+    rec.published(1, 0, 9, 24, 0, 0, False)   # confirms off: nothing to lose, stays "unconfirmed"
+    assert rec.lose_in_flight() == 3 and rec.core.pending == 0
+    assert rec.lose_in_flight() == 0          # counted once
+    sink.on_confirm(1, True, sent[1] + 20)    # a confirm cannot come any more; if one did, it is ignored
+    counts = rec.close(interrupted=False)
+    assert counts["connection_lost"] == 3 and counts["timeout"] == 0 and counts["confirmed"] == 1
+    pub = pq.read_table(tmp_path / "r1" / "published" / "c1" / "task-00000" / "attempt-0").sort_by("seq")
+    assert pub["outcome"].to_pylist() == ["ack", "connection_lost", "returned", "connection_lost", "unconfirmed"]
+    assert pub["t_confirmed"].to_pylist() == [sent[0] + 10, None, None, None, None]
+    assert OUTCOMES.index("connection_lost") == CONNECTION_LOST and "connection_lost" in MAY_BE_DELIVERED

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from rbench.config.types import PublisherSpec
+from rbench.errors import ConnectionLost
 from rbench.runtime.producer import ProducerSink, run_producer
 from rbench.runtime.recorder import Recorder
 from rbench.runtime.schedule import segments
@@ -79,3 +80,94 @@ def test_consumer_state_records_and_stops_at_its_limit(tmp_path: Path, run: Loop
         assert (state.consumer_id, state.queue_idx, state.limit, state.recorder) == (7, 0, 2, rec)
         return state
     run(main())
+
+
+class DyingPublisher(FakePublisher):
+    """Publishes until ``dies_at`` messages, then raises ConnectionLost from ready() as a dead connection does."""
+
+    def __init__(self, dies_at: int | None = None) -> None:
+        super().__init__()
+        self.dies_at = dies_at
+        self.seqs: list[int] = []
+
+    async def ready(self) -> None:
+        if self.dies_at is not None and len(self.seqs) >= self.dies_at:
+            raise ConnectionLost("connection lost: cut")
+
+    def publish(self, payload: bytearray, seq: int) -> None:
+        self.seqs.append(seq)
+        super().publish(payload, seq)
+
+
+class FakeRecovery:
+    """Hands out ``new`` after ``gap_s`` (None: the task stops first); keeps the skipped slots per step."""
+
+    def __init__(self, new: DyingPublisher | None, gap_s: float) -> None:
+        self.new, self.gap_s = new, gap_s
+        self.skips: dict[int, int] = {}
+        self.lost_at = self.back_at = 0
+
+    async def publisher(self, pub: object, error: ConnectionLost, until_ns: int) -> DyingPublisher | None:
+        self.lost_at = time.time_ns()
+        await asyncio.sleep(self.gap_s)
+        self.back_at = time.time_ns()
+        return self.new
+
+    def skipped(self, step: int, slots: int) -> None:
+        self.skips[step] = self.skips.get(step, 0) + slots
+
+
+def ride(run: LoopRunner, tmp_path: Path, steps: list[tuple[float, float, float | None]], dies_at: int,
+         gap_s: float, count: int | None = None, back: bool = True) -> tuple[int, DyingPublisher, DyingPublisher, FakeRecovery]:
+    rec = recorder(tmp_path)
+    first, second = DyingPublisher(dies_at), DyingPublisher()
+    recovery = FakeRecovery(second if back else None, gap_s)
+
+    async def main() -> int:
+        segs = list(segments(time.time_ns() + 20_000_000, 0, steps))
+        return await run_producer(first, PublisherSpec(producer_id=2, queue="q"), rec, segs, 24, count, asyncio.Event(),
+                                  recovery=recovery)
+
+    sent = run(main())
+    rec.close(interrupted=False)
+    return sent, first, second, recovery
+
+
+def test_after_a_reconnect_the_producer_skips_what_fell_due_and_keeps_its_schedule(tmp_path: Path, run: LoopRunner) -> None:
+    rate, interval = 500.0, 2_000_000
+    sent, first, second, recovery = ride(run, tmp_path, [(0.0, 0.6, rate), (0.6, 0.4, rate)], dies_at=100, gap_s=0.3)
+    assert first.seqs == list(range(100)) and second.seqs == list(range(100, sent))     # nothing sent twice
+    skipped = sum(recovery.skips.values())
+    last_due = read_stamp(first.bodies[-1])[2]
+    # the slots due from the one after the last sent until the connection was back
+    assert set(recovery.skips) == {0} and 0.3 * rate - 2 <= skipped <= (recovery.back_at - last_due) / interval + 1
+    # every slot of the schedule sent or skipped (a loaded machine may drop a few at a step's end, as always)
+    assert 0.95 * rate <= sent + skipped <= rate * 1.0
+    stamps = [read_stamp(b) for b in second.bodies]
+    assert stamps[0][2] >= recovery.back_at - interval      # the first slot after the gap is one not yet due ...
+    assert all(b[2] - a[2] in (interval - 1, interval, interval + 1) for a, b in zip(stamps, stamps[1:]))  # ... no burst
+
+
+def test_skipped_slots_count_towards_the_message_count(tmp_path: Path, run: LoopRunner) -> None:
+    sent, _, second, recovery = ride(run, tmp_path, [(0.0, 2.0, 500.0)], dies_at=50, gap_s=0.1, count=200)
+    assert sent + sum(recovery.skips.values()) == 200 and second.seqs[-1] == sent - 1
+
+
+def test_a_task_stopping_while_disconnected_counts_the_slots_it_missed(tmp_path: Path, run: LoopRunner) -> None:
+    sent, first, _, recovery = ride(run, tmp_path, [(0.0, 0.3, 500.0), (0.3, 0.3, 250.0)], dies_at=20, gap_s=0.7, back=False)
+    assert sent == 20 == len(first.seqs)
+    assert recovery.skips == {0: 150 - 20, 1: 75}
+
+
+def test_unlimited_rate_skips_nothing_after_a_reconnect(tmp_path: Path, run: LoopRunner) -> None:
+    sent, first, second, recovery = ride(run, tmp_path, [(0.0, 0.3, None)], dies_at=300, gap_s=0.05, count=1000)
+    assert sent == 1000 and first.seqs + second.seqs == list(range(1000)) and not recovery.skips
+
+
+def test_without_a_recovery_a_lost_connection_fails_the_producer(tmp_path: Path, run: LoopRunner) -> None:
+    async def main() -> int:
+        segs = list(segments(time.time_ns(), 0, [(0.0, 1.0, 1000.0)]))
+        return await run_producer(DyingPublisher(5), PublisherSpec(producer_id=2, queue="q"), recorder(tmp_path), segs,
+                                  24, None, asyncio.Event())
+    with pytest.raises(ConnectionLost):
+        run(main())
