@@ -89,6 +89,8 @@ def run(args: argparse.Namespace) -> int:
     workload = workload_from_dict(mapped.workload, source="perftest options")
     if parsed.has("print-workload"):
         shown = workload.model_dump(mode="json", by_alias=True, exclude_defaults=True)
+        if workload.rate_search is not None:       # the whole section: its SLO is the point, defaults included
+            shown["rate_search"] = workload.rate_search.model_dump(mode="json", by_alias=True)
         references = credential_references(shown)
         for note in mapped.notes:
             print(f"# note: {mask_text(note)}")

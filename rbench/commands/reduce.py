@@ -52,6 +52,10 @@ def run(args: argparse.Namespace) -> int:
     for note in result.notes:
         print(f"note: {note}")
     print(stale_line(result.clusters))
+    from rbench.reduce.verdict import lines
+
+    for line in lines(result.leaderboard):
+        print(line)
     print(f"steps: {result.out_dir / 'steps.parquet'} ({len(result.steps)} steps)")
     if result.faults:
         from rbench.coordinator.summary import fault_line

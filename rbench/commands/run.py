@@ -154,7 +154,7 @@ def _rate_search(workload: Workload, args: RunOptions, session: Any) -> int:
     """`rate_search` in the workload: probes as runs of their own, then one reduce over them all."""
     from pathlib import Path
 
-    from rbench.coordinator.rate_search import search_cluster, write_search
+    from rbench.coordinator.rate_search import search_cluster, search_doc, write_search
     from rbench.coordinator.run import run_workload
     from rbench.reduce.job import reduce_runs
     from rbench.samples.runinfo import new_run_id
@@ -185,12 +185,17 @@ def _rate_search(workload: Workload, args: RunOptions, session: Any) -> int:
     reduced = None
     if probes and not args.no_reduce:
         reduced = reduce_runs(probes, session=session, out=folder / "report", latency_limit_s=rs.slo.p99,
-                              tolerance=1.0 - rs.slo.consume_ratio, force=True)
+                              tolerance=1.0 - rs.slo.consume_ratio, force=True,
+                              search=search_doc(answers, workload) if answers else None)
     print(f"\nrate search ({len(probes)} probes of {rs.step:g} s; SLO: e2e p99 <= {rs.slo.p99 * 1000:g} ms and consumed >= "
           f"{rs.slo.consume_ratio:g} × target):")
     for a in answers:
         print(f"  {a.line()}")
     if reduced is not None:
+        from rbench.reduce.verdict import lines
+
+        for line in lines(reduced.leaderboard):
+            print(line)
         print(f"report: {reduced.report}")
     if stopped is not None:
         print(f"rbench run: rate search {stopped}: the probes so far are kept and reduced", file=sys.stderr)

@@ -166,11 +166,16 @@ def search_cluster(workload: Workload, run_probe: Any, out: TextIO | None = None
     return answer
 
 
-def write_search(folder: Path, answers: list[Answer], workload: Workload) -> Path:
-    """search.json: every probe and each cluster's answer, beside the probes' run directories."""
+def search_doc(answers: list[Answer], workload: Workload) -> dict[str, Any]:
+    """What search.json holds: the search's settings, every probe and each cluster's answer."""
     rs = workload.rate_search
     assert rs is not None
+    return {"workload_name": workload.name, "rate_search": rs.model_dump(mode="json"),
+            "clusters": [{**asdict(a), "answer": a.line()} for a in answers]}
+
+
+def write_search(folder: Path, answers: list[Answer], workload: Workload) -> Path:
+    """search.json beside the probes' run directories (the reduce keeps a copy in leaderboard.json)."""
     path = folder / "search.json"
-    path.write_text(json.dumps({"workload_name": workload.name, "rate_search": rs.model_dump(mode="json"),
-                                "clusters": [{**asdict(a), "answer": a.line()} for a in answers]}, indent=2))
+    path.write_text(json.dumps(search_doc(answers, workload), indent=2))
     return path

@@ -129,4 +129,8 @@ def print_summary(run_dir: Path, reduced: Any = None, out: TextIO | None = None)
     if reduced is None:
         print(f"per-step figures: rbench reduce {run_dir}", file=out)
     else:
+        from rbench.reduce.verdict import lines
+
+        for line in lines(reduced.leaderboard):
+            print(line, file=out)
         print(f"report: {reduced.report}", file=out)

@@ -252,6 +252,56 @@ def _rates(p: Parsed, w: dict[str, Any]) -> bool:
     return instructed
 
 
+SEARCH_KEYS = ("slo-p99", "slo-consume-ratio", "search-step", "search-precision", "search-max-probes")
+# what a rate search replaces or cannot run with, and why (each probe sets its own rate and length)
+SEARCH_EXCLUDES = (("rate", "each probe sets its own rate"), ("publishing-interval", "each probe sets its own rate"),
+                   ("variable-rate", "each probe holds one rate"), ("V", "each probe holds one rate"),
+                   ("rate-steps", "the probes are the steps"), ("time", "each probe lasts --search-step"),
+                   ("pmessages", "a probe runs for --search-step, whatever the count"),
+                   ("exit-when", "consumers that exit would end a probe early"))
+
+
+def _rate_search(p: Parsed, w: dict[str, Any]) -> bool:
+    """--rate-search START:MAX and its SLO flags → the workload's rate_search section (docs/rate-search.md)."""
+    if not p.has("rate-search"):
+        given = [k for k in SEARCH_KEYS if p.has(k)]
+        if given:
+            raise ConfigError(f"{opt(given[0]).label}: needs --rate-search START:MAX (it sets the rate search's SLO)")
+        return False
+    for key, why in SEARCH_EXCLUDES:
+        if p.has(key):
+            raise ConfigError(f"--rate-search: give --rate-search or {opt(key).label}, not both ({why})")
+    start, top = v.rate_range(opt("rate-search"), p.first("rate-search"))
+    search: dict[str, Any] = {"start": start, "max": top}
+    slo: dict[str, Any] = {}
+    if p.has("slo-p99"):
+        slo["p99"] = v.seconds(opt("slo-p99"), p.first("slo-p99"))
+        if slo["p99"] <= 0:
+            raise ConfigError(f"{opt('slo-p99').label}: expected a duration > 0, got {p.first('slo-p99')!r}")
+    if p.has("slo-consume-ratio"):
+        slo["consume_ratio"] = v.fraction(opt("slo-consume-ratio"), p.first("slo-consume-ratio"))
+        if not 0 < slo["consume_ratio"] <= 1:
+            raise ConfigError(f"{opt('slo-consume-ratio').label}: expected a share in (0, 1], e.g. 0.98 or 98%, "
+                              f"got {p.first('slo-consume-ratio')!r}")
+    if slo:
+        search["slo"] = slo
+    if p.has("search-step"):
+        search["step"] = v.seconds(opt("search-step"), p.first("search-step"))
+        if search["step"] <= 0:
+            raise ConfigError(f"{opt('search-step').label}: expected a duration > 0, got {p.first('search-step')!r}")
+    if p.has("search-precision"):
+        search["precision"] = v.fraction(opt("search-precision"), p.first("search-precision"))
+        if not 0 < search["precision"] < 1:
+            raise ConfigError(f"{opt('search-precision').label}: expected a share in (0, 1), e.g. 5% or 0.05, "
+                              f"got {p.first('search-precision')!r}")
+    if p.has("search-max-probes"):
+        search["max_probes"] = _positive_int(p, "search-max-probes", 20, 2)
+    if p.has("warmup") and v.seconds(opt("warmup"), p.first("warmup")) >= search.get("step", 60.0):
+        raise ConfigError(f"{opt('warmup').label}: expected less than the probe length (--search-step, default 60s)")
+    w["rate_search"] = search
+    return True
+
+
 def _bodies(p: Parsed, w: dict[str, Any], notes: list[str]) -> None:
     pub = w["publisher"]
     size = _positive_int(p, "size", 12)
@@ -443,12 +493,15 @@ def to_workload(p: Parsed) -> Mapped:
         if n:
             pub.update(random_routing_key=True, routing_key_cache=n)
     _bodies(p, w, notes)
-    instructed = _rates(p, w)
+    searching = _rate_search(p, w)
+    instructed = not searching and _rates(p, w)
     if p.has("producer-random-start-delay"):
         prsd = v.seconds(opt("producer-random-start-delay"), p.first("producer-random-start-delay"))
         pub["random_start_delay"] = prsd
     elif instructed:
-        pub["random_start_delay"] = 1.0      # PerfTest's ramp-up when a rate is given without -prsd
+        # PerfTest's ramp-up when a rate is given without -prsd; not for a rate search, whose probes are
+        # judged against their target from the first second of the measurement window
+        pub["random_start_delay"] = 1.0
     _consumers(p, w, qtype)
     if p.has("time") and "rate_steps" not in w:
         z = v.seconds(opt("time"), p.first("time"))
@@ -460,11 +513,11 @@ def to_workload(p: Parsed) -> Mapped:
         w["startup_timeout"] = v.seconds(opt("servers-startup-timeout"), p.first("servers-startup-timeout"))
     if p.has("warmup"):
         w["warmup"] = v.seconds(opt("warmup"), p.first("warmup"))
-    if "duration" not in w and "rate_steps" not in w and "message_count" not in pub:
+    if "duration" not in w and "rate_steps" not in w and "message_count" not in pub and not searching:
         if w["consumer"].get("exit_when") in ("empty", "idle"):
             w["duration"] = OPEN_ENDED_S
         else:
-            raise ConfigError("-z: expected a run time (-z SECONDS), --rate-steps, a message count (-C N) or -ew "
+            raise ConfigError("-z: expected a run time (-z SECONDS), --rate-steps, --rate-search, a message count (-C N) or -ew "
                               "(rbench runs have an end; PerfTest's default is to run until stopped)")
     _metrics(p, w)
     _progress(p, w, test_id)

@@ -98,7 +98,7 @@ PERFTEST_OPTIONS: tuple[Option, ...] = (
        "output"),
     _o("z", "time", "one", "SECONDS", "run duration in seconds (unlimited by default)", DIFFERS,
        "duration; rbench then waits up to the drain timeout (-st, default 10 s) for outstanding confirms and "
-       "deliveries before closing, where PerfTest stops at the time limit; a run needs -z, -C, --rate-steps or -ew "
+       "deliveries before closing, where PerfTest stops at the time limit; a run needs -z, -C, --rate-steps, --rate-search or -ew "
        "(rbench has no run-until-Ctrl-C); fractions and units (90s, 5m) are accepted", "general"),
     # ---- connection ------------------------------------------------------------------------
     _o("h", "uri", "one", "URI", "connection URI, default is amqp://localhost", HONOURED,
@@ -457,7 +457,24 @@ RBENCH_OPTIONS: tuple[Option, ...] = (
     _o(None, "rate-steps", "one", "RATE:SECONDS,…", "", RBENCH,
        "rate_steps: increasing-intensity steps (replaces -r/-vr and -z)", "rbench"),
     _o("V", None, "many", "RATE:SECONDS", "", RBENCH, "older rbench spelling of -vr", "rbench"),
-    _o(None, "warmup", "one", "SECONDS", "", RBENCH, "warmup: excluded from each step's statistics", "rbench"),
+    _o(None, "rate-search", "one", "START:MAX", "", RBENCH,
+       "rate_search: find the highest rate (msg/s per producer, like -r) that meets the SLO, probing from START up to "
+       "MAX (doubling, then bisecting; docs/rate-search.md); replaces -r/-P/-vr/--rate-steps and -z, refused with -C "
+       "and -ew; no ramp-up (-prsd) unless given", "rbench"),
+    _o(None, "slo-p99", "one", "DURATION", "", RBENCH,
+       "rate_search.slo.p99: a probe meets the SLO when its exact end-to-end p99 is at most this (default 1s)", "rbench"),
+    _o(None, "slo-consume-ratio", "one", "RATIO", "", RBENCH,
+       "rate_search.slo.consume_ratio: … and it consumed at least this share of its target (0.98 or 98%, the default)",
+       "rbench"),
+    _o(None, "search-step", "one", "DURATION", "", RBENCH, "rate_search.step: length of each probe (default 60s)",
+       "rbench"),
+    _o(None, "search-precision", "one", "PERCENT", "", RBENCH,
+       "rate_search.precision: stop when (first fail − last pass) ÷ last pass is at most this (5% or 0.05, the "
+       "default)", "rbench"),
+    _o(None, "search-max-probes", "one", "N", "", RBENCH, "rate_search.max_probes: stop after N probes (default 20)",
+       "rbench"),
+    _o(None, "warmup", "one", "SECONDS", "", RBENCH, "warmup: excluded from each step's statistics (each probe's with "
+       "--rate-search)", "rbench"),
     _o(None, "name", "one", "NAME", "", RBENCH, "workload name (default: -d, else perftest)", "rbench"),
     _o(None, "cluster-name", "one", "NAME", "", RBENCH, "clusters[0].name (default default)", "rbench"),
     _o(None, "nodes", "one", "N", "", RBENCH, "clusters[0].nodes, for the cost model", "rbench"),

@@ -121,3 +121,27 @@ def stream_offset(opt: Option, value: str | None) -> tuple[Any, str]:
     if when.tzinfo is None:
         raise ConfigError(f"{opt.label}: expected a timestamp with its offset, e.g. 2022-06-03T07:45:54Z, got {value!r}")
     return when, f"timestamp:{int(when.timestamp() * 1000)}"
+
+
+def fraction(opt: Option, value: str | None) -> float:
+    """A share written as a percentage (5%) or a fraction (0.05)."""
+    text = str(value).strip()
+    try:
+        share = float(text[:-1]) / 100.0 if text.endswith("%") else float(text)
+    except ValueError:
+        raise ConfigError(f"{opt.label}: expected a share such as 5% or 0.05, got {value!r}") from None
+    return share
+
+
+def rate_range(opt: Option, value: str | None) -> tuple[float, float]:
+    """START:MAX, two rates in msg/s with 0 < START <= MAX."""
+    left, sep, right = str(value).strip().partition(":")
+    try:
+        if not sep:
+            raise ValueError
+        start, top = float(left), float(right)
+    except ValueError:
+        raise ConfigError(f"{opt.label}: expected START:MAX in msg/s per producer, e.g. 250:16000, got {value!r}") from None
+    if not 0 < start <= top:
+        raise ConfigError(f"{opt.label}: expected 0 < START <= MAX, got {value!r}")
+    return start, top

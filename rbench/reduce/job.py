@@ -53,8 +53,12 @@ class ReduceResult:
 
 def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path | None = None, tolerance: float = 0.02,
                 latency_limit_s: float = 1.0, target_rate: float | None = None, force: bool = False,
-                costs_path: str | Path | None = None, master: str | None = None, render: bool = True) -> ReduceResult:
-    """Reduce one or more runs into one report; see docs/reduce.md for every definition."""
+                costs_path: str | Path | None = None, master: str | None = None, render: bool = True,
+                search: dict[str, Any] | None = None) -> ReduceResult:
+    """Reduce one or more runs into one report; see docs/reduce.md for every definition.
+
+    ``search``: the search.json of a rate search whose probes these runs are; it is kept in
+    leaderboard.json (``search``) and gives each cluster's verdict and the report's probe plot."""
     if not run_dirs:
         raise ConfigError("reduce: give at least one run directory")
     if len(run_dirs) > 1 and out is None:
@@ -99,26 +103,13 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
         from rbench.reduce.faults import fault_figures
         fault_rows, fault_notes = fault_figures(samples.runs, steps, tl, fault_counts)
         notes += fault_notes
-    top = lb.top_throughput(steps)
-    chosen = target_rate if target_rate is not None else lb.default_target(steps)
-    board = {
-        "top_throughput": top,
-        "highest_matched": lb.highest_matched(steps),
-        "cost_at_top": lb.cost_at_top(top, costs),
-        "target_rate": chosen,
-        "target_rate_chosen_by": "--target-rate" if target_rate is not None else "highest target every cluster matched",
-        "cost_at_target": lb.cost_at_target(steps, costs, chosen) if chosen is not None else [],
-        "costs": costs,
-        "tolerance": tolerance, "latency_limit_ms": latency_limit_ms,
-        "prices": {"path": prices.path, "source": prices.source, "currency": prices.currency,
-                   "hours_per_month": prices.hours_per_month},
-    }
+    board = lb.board(steps, costs, prices, tolerance, latency_limit_ms, target_rate, search)
     notes += _step_notes(steps)
     notes += [stale_note(c["run_id"], c["cluster"], c["stale"]) for c in clusters if c["stale"]]
     meta = _meta(samples.runs, board)
     notes += [f"{r}: cluster {c}: no broker samples (broker/ missing or empty)" for r, c in _unsampled(samples.runs, series)]
     meta["broker_method"] = BROKER_METHOD
-    out_dir = _write_outputs(out_dir, steps_tbl, tl_tbl, board, notes, meta, clusters)
+    out_dir = _write_outputs(out_dir, steps_tbl, tl_tbl, board, notes, meta, clusters, search)
     broker = broker_tbl.to_pylist()
     _write_broker_outputs(out_dir, broker_tbl, phases)
     faults_doc = None
@@ -128,7 +119,8 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
     report = out_dir / "report.html"
     if render:
         from rbench.report.render import render_report
-        report = render_report(out_dir, steps, tl, board, notes, meta, broker=broker, phases=phases, faults=faults_doc)
+        report = render_report(out_dir, steps, tl, board, notes, meta, broker=broker, phases=phases, faults=faults_doc,
+                               search=search)
     return ReduceResult(out_dir, report, steps, board, notes, clusters, phases, broker, fault_rows)
 
 
@@ -253,15 +245,17 @@ def _for_people(steps: pa.Table) -> pa.Table:
 
 
 def _write_outputs(out_dir: Path, steps: pa.Table, tl: pa.Table, board: dict[str, Any], notes: list[str],
-                   meta: dict[str, Any], clusters: list[dict[str, Any]]) -> Path:
+                   meta: dict[str, Any], clusters: list[dict[str, Any]], search: dict[str, Any] | None = None) -> Path:
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         pq.write_table(steps, out_dir / "steps.parquet")
         pacsv.write_csv(_for_people(steps), out_dir / "steps.csv")
         pq.write_table(tl, out_dir / "timeline.parquet")
         pacsv.write_csv(pa.Table.from_pylist(clusters, CLUSTERS_SCHEMA), out_dir / "clusters.csv")
-        (out_dir / "leaderboard.json").write_text(json.dumps({"leaderboard": board, "notes": notes, "meta": meta,
-                                                              "clusters": clusters}, indent=2, default=str))
+        doc = {"leaderboard": board, "notes": notes, "meta": meta, "clusters": clusters}
+        if search is not None:
+            doc["search"] = search
+        (out_dir / "leaderboard.json").write_text(json.dumps(doc, indent=2, default=str))
     except OSError as exc:
         raise SinkError(f"{out_dir}: cannot write the report ({exc.strerror})") from None
     return out_dir

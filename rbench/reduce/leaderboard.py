@@ -5,6 +5,9 @@ A step *matches* its target when the achieved consume rate is at least
 send time) is at most the latency limit. Steps without a target (unlimited rate) or
 without consumed messages never match. Clusters are ranked across every run given.
 
+Every list is ranked (rbench.reduce.ranking): figures that read the same share a rank and are
+marked as a tie, and tied rows are listed by name.
+
 Plain Python over the step rows: there is one row per (run, cluster, step), so a Spark
 job here would cost seconds of scheduling for microseconds of work.
 """
@@ -14,6 +17,8 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from rbench.reduce.costs import cost_per_krate
+from rbench.reduce.ranking import rank, shown_money, shown_rate
+from rbench.reduce.verdict import verdicts
 
 Row = dict[str, Any]
 
@@ -52,18 +57,21 @@ def _desc(x: float | None) -> float:
 
 
 def top_throughput(steps: list[Row]) -> list[Row]:
-    """Per cluster, the step with the highest achieved consume rate (ties: lower p99), highest first."""
+    """Per cluster, the step with the highest achieved consume rate (ties: lower p99), highest first, ranked."""
     rated = [s for s in steps if s.get("consume_rate") is not None]
     best = _best_per_cluster(rated, lambda s: (-s["consume_rate"], s["e2e_p99_ms"] if s.get("e2e_p99_ms") is not None
                                                                    else float("inf"), s["run_id"], s["step"]))
-    return [_pick(s, TOP_COLUMNS) for s in sorted(best, key=lambda s: -s["consume_rate"])]
+    rows = [_pick(s, TOP_COLUMNS) for s in sorted(best, key=lambda s: (-(shown_rate(s["consume_rate"]) or 0.0),
+                                                                        s["cluster"]))]
+    return rank(rows, lambda r: shown_rate(r["consume_rate"]))
 
 
 def highest_matched(steps: list[Row]) -> list[Row]:
-    """Per cluster, the matched step with the highest target rate (clusters with none are absent)."""
+    """Per cluster, the matched step with the highest target rate (clusters with none are absent), ranked on the target."""
     best = _best_per_cluster((s for s in steps if s["matched"]),
                              lambda s: (-s["target_rate"], _desc(s.get("consume_rate")), s["run_id"], s["step"]))
-    return [_pick(s, MATCHED_COLUMNS) for s in sorted(best, key=lambda s: (-s["target_rate"], _desc(s.get("consume_rate"))))]
+    rows = [_pick(s, MATCHED_COLUMNS) for s in sorted(best, key=lambda s: (-s["target_rate"], s["cluster"]))]
+    return rank(rows, lambda r: r["target_rate"])
 
 
 def cost_at_top(top: list[Row], costs: list[Row]) -> list[Row]:
@@ -76,7 +84,14 @@ def cost_at_top(top: list[Row], costs: list[Row]) -> list[Row]:
             continue
         rows.append(_pick({**c, "consume_rate": t["consume_rate"],
                            "cost_per_1k_rate": cost_per_krate(c["monthly_cost"], t["consume_rate"])}, COST_TOP_COLUMNS))
-    return sorted(rows, key=lambda r: (r["cost_per_1k_rate"] is None, r["cost_per_1k_rate"] or 0.0, r["cluster"]))
+    return _by_cost(rows)
+
+
+def _by_cost(rows: list[Row]) -> list[Row]:
+    """Cheapest per 1000 msg/s first (as printed; ties by name), unpriced last; ranked."""
+    ordered = sorted(rows, key=lambda r: (r["cost_per_1k_rate"] is None, shown_money(r["cost_per_1k_rate"]) or 0.0,
+                                          r["cluster"]))
+    return rank(ordered, lambda r: shown_money(r["cost_per_1k_rate"]))
 
 
 def cost_at_target(steps: list[Row], costs: list[Row], target_rate: float) -> list[Row]:
@@ -92,7 +107,7 @@ def cost_at_target(steps: list[Row], costs: list[Row], target_rate: float) -> li
     rows = [_pick({**c, "target_rate": float(target_rate), "highest_matched_target": highest[c["cluster"]],
                    "cost_per_1k_rate": cost_per_krate(c["monthly_cost"], float(target_rate))}, COST_TARGET_COLUMNS)
             for c in costs if c["cluster"] in highest]
-    return sorted(rows, key=lambda r: (r["cost_per_1k_rate"] is None, r["cost_per_1k_rate"] or 0.0, r["cluster"]))
+    return _by_cost(rows)
 
 
 def default_target(steps: list[Row]) -> float | None:
@@ -106,3 +121,48 @@ def default_target(steps: list[Row]) -> float | None:
         return None
     everyone = [t for t, who in matched_by.items() if who == clusters]
     return float(max(everyone)) if everyone else float(max(matched_by))
+
+
+def board(steps: list[Row], costs: list[Row], prices: Any, tolerance: float, latency_limit_ms: float,
+          target_rate: float | None = None, search: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every leaderboard of leaderboard.json from the matched step rows, and each cluster's verdict.
+
+    ``prices`` is rbench.reduce.costs.Prices; ``search`` the rate search's search.json when the
+    runs are its probes (then each cluster's verdict is the search's answer)."""
+    top = top_throughput(steps)
+    chosen = target_rate if target_rate is not None else default_target(steps)
+    return {
+        "top_throughput": top,
+        "highest_matched": highest_matched(steps),
+        "cost_at_top": cost_at_top(top, costs),
+        "target_rate": chosen,
+        "target_rate_chosen_by": "--target-rate" if target_rate is not None else "highest target every cluster matched",
+        "cost_at_target": cost_at_target(steps, costs, chosen) if chosen is not None else [],
+        "costs": costs,
+        "tolerance": tolerance, "latency_limit_ms": latency_limit_ms,
+        "prices": {"path": prices.path, "source": prices.source, "currency": prices.currency,
+                   "hours_per_month": prices.hours_per_month},
+        "verdicts": verdicts(steps, costs, tolerance, latency_limit_ms, search),
+    }
+
+
+# the figure each leaderboard ranks on (as printed)
+RANKED_ON: dict[str, Callable[[Row], Any]] = {
+    "top_throughput": lambda r: shown_rate(r.get("consume_rate")),
+    "highest_matched": lambda r: r.get("target_rate"),
+    "cost_at_top": lambda r: shown_money(r.get("cost_per_1k_rate")),
+    "cost_at_target": lambda r: shown_money(r.get("cost_per_1k_rate")),
+}
+
+
+def complete(saved: dict[str, Any], steps: list[Row], search: dict[str, Any] | None = None) -> dict[str, Any]:
+    """A leaderboard.json's board with what older reduces did not write: ranks (ties) and verdicts."""
+    out = dict(saved)
+    for name, figure in RANKED_ON.items():
+        rows = [dict(r) for r in out.get(name) or []]
+        if rows and "rank" not in rows[0]:
+            out[name] = rank(rows, figure)
+    if "verdicts" not in out:
+        out["verdicts"] = verdicts(steps, out.get("costs") or [], float(out.get("tolerance", 0.02)),
+                                   float(out.get("latency_limit_ms", 1000.0)), search)
+    return out

@@ -5,6 +5,7 @@ a depth ramp and a memory peak line up. Dotted verticals mark consumer.pause pha
 """
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
@@ -16,27 +17,36 @@ from rbench.report import plots
 
 
 def broker_plot(timeline: list[dict[str, Any]], broker: list[dict[str, Any]], phases: list[dict[str, Any]],
-                path: Path, faults: list[dict[str, Any]] | None = None) -> Path:
+                path: Path, steps: list[dict[str, Any]] | None = None, search: bool = False,
+                faults: list[dict[str, Any]] | None = None) -> Path:
     """Client throughput, then the broker's queue depth, memory and CPU, sharing the x axis; faults shaded
-    as on the client timeline (rbench.report.plots.shade_fault)."""
-    multi = len({r["run_id"] for r in [*timeline, *broker]}) > 1
-    series: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in sorted(broker, key=lambda r: (r["cluster"], r["run_id"], r["second"])):
-        series[plots._series_name(r, multi)].append(r)
-    client: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for r in sorted(timeline, key=lambda r: (r["cluster"], r["run_id"], r["second"])):
-        client[plots._series_name(r, multi)].append(r)
+    as on the client timeline (rbench.report.plots.shade_fault).
+
+    The client panel draws what the timeline plot draws (rbench.report.plots.timeline_series:
+    whole seconds of the schedule only); a rate search's probes sit at their real start times."""
+    steps = steps or []
+    where = plots.placement(steps, [*timeline, *broker], search)
+    client = plots.timeline_series(timeline, steps, search)
+    series: dict[str, list[tuple[float, dict[str, Any]]]] = defaultdict(list)
+    last: dict[str, tuple[str, str]] = {}
+    gap = {"depth": math.nan, "memory_bytes": math.nan, "cpu_cores": math.nan}
+    for r in sorted(broker, key=lambda r: (where[(str(r["run_id"]), str(r["cluster"]))], r["second"])):
+        key = (str(r["run_id"]), str(r["cluster"]))
+        name, shift = where[key]
+        if last.setdefault(name, key) != key:          # the next probe: a gap, not a line across it
+            series[name].append((math.nan, gap))
+            last[name] = key
+        series[name].append((r["second"] + shift, r))
     colors = plots._colors(sorted(set(series) | set(client)))
     fig, axes = plt.subplots(4, 1, figsize=(12, 10), dpi=110, sharex=True)
     ax_rate, ax_depth, ax_mem, ax_cpu = axes
-    for name, rows in client.items():
-        xs = [r["second"] + 0.5 for r in rows]           # a 1 s bucket is drawn at its middle
-        ax_rate.plot(xs, [r["consumed"] for r in rows], color=colors[name], lw=1.5, label=f"{name}: consumed/s")
-        ax_rate.plot(xs, [r["published"] for r in rows], color=colors[name], lw=0.8, ls="--", label=f"{name}: published/s")
-    for name, rows in series.items():
-        xs = [r["second"] for r in rows]
-        for ax, key, scale in ((ax_depth, "depth", 1.0), (ax_mem, "memory_bytes", 1 / 2**20), (ax_cpu, "cpu_cores", 1.0)):
-            pts = [(x, r[key] * scale) for x, r in zip(xs, rows) if r.get(key) is not None]
+    wide = plots.widths(list(client))
+    for name, ts in client.items():
+        ax_rate.plot(ts.throughput_x, ts.consumed, color=colors[name], lw=wide[name], alpha=0.75, label=f"{name}: consumed/s")
+        ax_rate.plot(ts.throughput_x, ts.published, color=colors[name], lw=0.8, ls="--", label=f"{name}: published/s")
+    for name, points in series.items():
+        for ax, column, scale in ((ax_depth, "depth", 1.0), (ax_mem, "memory_bytes", 1 / 2**20), (ax_cpu, "cpu_cores", 1.0)):
+            pts = [(x, r[column] * scale) for x, r in points if r.get(column) is not None]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colors[name], lw=1.3, marker=".", ms=3, label=name)
     for p in phases:

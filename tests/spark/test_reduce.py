@@ -166,11 +166,11 @@ def test_report_files_are_written_and_say_how(reduced: Any, synth: SynthRun) -> 
     out = synth.run_dir / "report"
     assert reduced.out_dir == out
     for name in ("steps.parquet", "steps.csv", "leaderboard.md", "report.html", "throughput.png", "latency.png",
-                 "confirm_latency.png", "timeline.png", "timeline.parquet"):
+                 "confirm_latency.png", "latency_vs_throughput.png", "timeline.png", "timeline.parquet"):
         assert (out / name).stat().st_size > 0, name
     assert pq.read_table(out / "steps.parquet").num_rows == 6
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 4 and "<img" in html and 'src="http' not in html
+    assert html.count("data:image/png;base64,") == 5 and "<img" in html and 'src="http' not in html
     # a run without faults: no fault figures, files, section or shading
     assert reduced.faults == [] and not (out / "faults.csv").exists() and not (out / "faults.json").exists()
     assert "Faults" not in html and not (out / "faults.png").exists()
@@ -351,7 +351,7 @@ def test_report_command_rerenders_without_spark(reduced: Any, synth: SynthRun, t
     (out / "report.html").unlink()
     assert main(["report", str(out)]) == 0
     html = (out / "report.html").read_text()
-    assert html.count("data:image/png;base64,") == 4
+    assert html.count("data:image/png;base64,") == 5
     assert main(["report", str(tmp_path)]) == 2          # not a reduce output: one line, no traceback
 
 

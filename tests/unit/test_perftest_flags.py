@@ -71,3 +71,55 @@ def test_print_workload_masks_password(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["perftest", "-h", "amqp://bob:s3cret@h:5672/", "-z", "5", "--print-workload"]) == 0
     out = capsys.readouterr().out
     assert "s3cret" not in out and "bob:***@h:5672" in out
+
+
+def test_rate_search_flags_map_to_the_workloads_rate_search() -> None:
+    w = parse("-x 2 -y 2 --rate-search 250:16000 --slo-p99 500ms --slo-consume-ratio 95% --search-step 30s "
+              "--search-precision 5% --search-max-probes 12 --warmup 5".split())
+    rs = w.rate_search
+    assert rs is not None
+    assert (rs.start, rs.max, rs.step, rs.precision, rs.max_probes) == (250, 16000, 30, pytest.approx(0.05), 12)
+    assert (rs.slo.p99, rs.slo.consume_ratio) == (pytest.approx(0.5), pytest.approx(0.95))
+    assert w.rate is None and w.duration is None and w.rate_steps is None and w.warmup == 5
+    assert w.publisher.random_start_delay == 0          # no PerfTest ramp-up inside a probe unless -prsd
+    assert [(s.rate, s.duration) for s in w.steps()] == [(250, 30)]     # the first probe
+    # the defaults are the workload's, fractions read like percentages
+    d = parse(["--rate-search", "100:100", "--search-precision", "0.1"]).rate_search
+    assert d is not None and (d.step, d.precision, d.slo.p99, d.slo.consume_ratio) == (60, 0.1, 1.0, 0.98)
+
+
+@pytest.mark.parametrize("argv, expected", [
+    (["--rate-search", "100:800", "-r", "100"], "--rate-search: give --rate-search or -r/--rate, not both"),
+    (["--rate-search", "100:800", "-vr", "100:10"], "--rate-search: give --rate-search or -vr/--variable-rate, not both"),
+    (["--rate-search", "100:800", "-V", "100:10"], "--rate-search: give --rate-search or -V, not both"),
+    (["--rate-search", "100:800", "--rate-steps", "100:10"], "give --rate-search or --rate-steps, not both"),
+    (["--rate-search", "100:800", "-P", "1"], "give --rate-search or -P/--publishing-interval, not both"),
+    (["--rate-search", "100:800", "-z", "10"], "give --rate-search or -z/--time, not both"),
+    (["--rate-search", "100:800", "-C", "1000"], "give --rate-search or -C/--pmessages, not both"),
+    (["--rate-search", "800:100"], "--rate-search: expected 0 < START <= MAX, got '800:100'"),
+    (["--rate-search", "800"], "--rate-search: expected START:MAX in msg/s per producer"),
+    (["--rate-search", "1:8", "--search-precision", "150%"], "--search-precision: expected a share in (0, 1)"),
+    (["--rate-search", "1:8", "--search-precision", "fine"], "--search-precision: expected a share such as 5%"),
+    (["--rate-search", "1:8", "--slo-consume-ratio", "0"], "--slo-consume-ratio: expected a share in (0, 1]"),
+    (["--rate-search", "1:8", "--slo-p99", "soon"], "--slo-p99:"),
+    (["--rate-search", "1:8", "--search-max-probes", "1"], "--search-max-probes: expected a whole number >= 2"),
+    (["--rate-search", "1:8", "--search-step", "10s", "--warmup", "10"], "--warmup: expected less than the probe length"),
+    (["--slo-p99", "1s", "-z", "10"], "--slo-p99: needs --rate-search START:MAX"),
+    (["--search-step", "10s", "-r", "5", "-z", "10"], "--search-step: needs --rate-search START:MAX"),
+])
+def test_rate_search_flags_refused_in_one_line(argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["perftest", *argv, "--print-workload"]) == 2
+    err = capsys.readouterr().err
+    assert expected in err and err.count("\n") == 1, err
+
+
+def test_print_workload_shows_the_whole_rate_search_section(capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    assert main(["perftest", "--rate-search", "250:4000", "--slo-p99", "200ms", "--print-workload"]) == 0
+    shown = yaml.safe_load(capsys.readouterr().out)
+    assert shown["rate_search"] == {"start": 250.0, "max": 4000.0, "slo": {"p99": 0.2, "consume_ratio": 0.98},
+                                    "step": 60.0, "precision": 0.05, "max_probes": 20}
+    assert "rate" not in shown and "duration" not in shown
+    # the printed file is a workload `rbench run` accepts as it is
+    assert workload_from_dict(shown).rate_search == parse(["--rate-search", "250:4000", "--slo-p99", "200ms"]).rate_search

@@ -124,7 +124,7 @@ def bad_workload_texts(draw: st.DrawFn) -> tuple[str, str]:
             key = draw(st.sampled_from(["password", "pass", "secret", "uri", "user", "rat", "sizee"]))
             _set(doc, where + (key,), secret)
         elif kind == "broken uri":
-            uris = doc["clusters"][0]["uris"] if isinstance(doc.get("clusters"), list) and doc["clusters"] \
+            uris = doc["clusters"][0].get("uris") if isinstance(doc.get("clusters"), list) and doc["clusters"] \
                 and isinstance(doc["clusters"][0], dict) else None
             if isinstance(uris, list):
                 uris.append(draw(broken_uri(secret)))
