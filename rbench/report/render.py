@@ -422,8 +422,6 @@ def report_html(steps: list[dict[str, Any]], board: dict[str, Any], notes: list[
     parts.append("<h2>Within the run</h2>" + _img(images["timeline"], "throughput and latency over time"))
     if faults and faults.get("faults"):
         parts.append(faults_html(faults, images.get("faults")))
-    if faults and faults.get("faults"):
-        parts.append(faults_html(faults, images.get("faults")))
     if "broker" in images:
         parts.append("<h2>The broker's side</h2><p class='method'>" + html.escape(str(meta.get("broker_method", "")))
                      + "</p>" + _img(images["broker"], "queue depth, broker memory and CPU over time"))
