@@ -141,7 +141,7 @@ def execute(workload: Workload, args: RunOptions) -> int:
     if not args.no_reduce:
         from rbench.reduce.job import reduce_runs
 
-        reduced = reduce_runs([result.run_dir], session=session)
+        reduced = reduce_runs([result.run_dir], session=session, mark=lambda what: timings.mark(f"  reduce: {what}"))
         timings.mark("reduce done, report written")
     print_summary(result.run_dir, reduced)
     timings.mark("summary printed")

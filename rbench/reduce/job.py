@@ -7,6 +7,7 @@ prices from costs; rbench.report renders them and needs no Spark.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -54,11 +55,13 @@ class ReduceResult:
 def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path | None = None, tolerance: float = 0.02,
                 latency_limit_s: float = 1.0, target_rate: float | None = None, force: bool = False,
                 costs_path: str | Path | None = None, master: str | None = None, render: bool = True,
-                search: dict[str, Any] | None = None) -> ReduceResult:
+                search: dict[str, Any] | None = None, mark: Callable[[str], None] | None = None) -> ReduceResult:
     """Reduce one or more runs into one report; see docs/reduce.md for every definition.
 
     ``search``: the search.json of a rate search whose probes these runs are; it is kept in
-    leaderboard.json (``search``) and gives each cluster's verdict and the report's probe plot."""
+    leaderboard.json (``search``) and gives each cluster's verdict and the report's probe plot.
+    ``mark``: told the end of each part of the reduce (`rbench run --timings` prints them)."""
+    mark = mark or _no_mark
     if not run_dirs:
         raise ConfigError("reduce: give at least one run directory")
     if len(run_dirs) > 1 and out is None:
@@ -72,17 +75,20 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
     check_same_workload(runs, force)   # bad input fails before a JVM starts
     faulted = [r for r in runs if _check_faults(r)]
     out_dir = Path(out) if out is not None else Path(run_dirs[0]) / "report"
-    if session is None:
+    if session is None:          # started only when a pass needs Spark: small samples reduce on the driver
+        from functools import partial
+
         from rbench.spark import local_session
-        session = local_session(master, app_name="rbench-reduce")
+        session = partial(local_session, master, app_name="rbench-reduce")
     samples = load_samples(session, list(run_dirs), force=force)
+    mark("samples listed, footers checked")
     cluster_entries = [c for r in samples.runs for c in r.clusters]
     costs, cost_notes = costmod.cluster_costs(cluster_entries, prices)
     notes = list(samples.notes) + cost_notes
     try:
-        steps_tbl, tl_tbl, clusters, fault_counts = reduce_samples(samples)
-    except Exception as exc:   # Spark wraps file problems (vanished or unreadable part) in Java errors
-        if exc.__class__.__module__.startswith(("pyspark", "py4j")):
+        steps_tbl, tl_tbl, clusters, fault_counts = reduce_samples(samples, mark)
+    except Exception as exc:   # Spark (pyarrow on the driver) wraps file problems (vanished or unreadable part)
+        if exc.__class__.__module__.startswith(("pyspark", "py4j", "pyarrow")):
             first = next((line for line in str(exc).splitlines() if line.strip()), type(exc).__name__)
             raise SinkError(f"reading samples failed: {first[:300]}") from None
         raise
@@ -109,6 +115,7 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
     meta = _meta(samples.runs, board)
     notes += [f"{r}: cluster {c}: no broker samples (broker/ missing or empty)" for r, c in _unsampled(samples.runs, series)]
     meta["broker_method"] = BROKER_METHOD
+    mark("broker figures, verdicts and leaderboards")
     out_dir = _write_outputs(out_dir, steps_tbl, tl_tbl, board, notes, meta, clusters, search)
     broker = broker_tbl.to_pylist()
     _write_broker_outputs(out_dir, broker_tbl, phases)
@@ -117,11 +124,17 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
         from rbench.reduce.faults import write_faults
         faults_doc = write_faults(out_dir, fault_rows)
     report = out_dir / "report.html"
+    mark("tables written")
     if render:
         from rbench.report.render import render_report
         report = render_report(out_dir, steps, tl, board, notes, meta, broker=broker, phases=phases, faults=faults_doc,
                                search=search)
+        mark("report rendered (plots, HTML)")
     return ReduceResult(out_dir, report, steps, board, notes, clusters, phases, broker, fault_rows)
+
+
+def _no_mark(what: str) -> None:
+    """The default ``mark``: nobody asked where the seconds went."""
 
 
 def _check_faults(run: Any) -> bool:

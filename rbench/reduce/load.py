@@ -10,7 +10,9 @@ up in the report.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -27,13 +29,6 @@ from rbench.samples.runinfo import restarted_stage_note
 # the run's Parquet contract, as the recorder writes it (one definition, rbench.samples.schema)
 PUBLISHED_SCHEMA = from_arrow_schema(schema.PUBLISHED_SCHEMA)
 CONSUMED_SCHEMA = from_arrow_schema(schema.CONSUMED_SCHEMA)
-WINDOWS_SCHEMA = T.StructType([
-    T.StructField("run_id", T.StringType()), T.StructField("cluster", T.StringType()),
-    T.StructField("step", T.IntegerType()), T.StructField("target_rate", T.DoubleType()),
-    T.StructField("start_ns", T.LongType()), T.StructField("end_ns", T.LongType()),
-    T.StructField("meas_start_ns", T.LongType()), T.StructField("window_s", T.DoubleType()),
-    T.StructField("warmup_s", T.DoubleType()), T.StructField("t0_ns", T.LongType()),
-])
 
 
 @dataclass
@@ -66,20 +61,45 @@ class RunMeta:
 
 @dataclass
 class Samples:
-    """The committed rows of one or more runs, the step windows, and what was skipped."""
+    """The committed rows of one or more runs, the step windows, and what was skipped.
 
-    published: DataFrame
-    consumed: DataFrame
-    windows: DataFrame
+    The Spark DataFrames over the part files are built on first use: a reduce of small samples runs on
+    the driver (rbench.reduce.small) and never needs them, and a cold session's first Parquet read costs
+    seconds (docs/timing.md). ``session``: the SparkSession, or a function that starts one when first needed
+    (`rbench reduce` of a small run then starts no JVM)."""
+
+    session: SparkSession | Callable[[], SparkSession]
     runs: list[RunMeta]
     notes: list[str] = field(default_factory=list)
     published_files: list[str] = field(default_factory=list)
     consumed_files: list[str] = field(default_factory=list)
-    # per (run_id, cluster): the same rows as ``published`` / ``consumed``, run_id and cluster as literals
-    pub_branches: list[tuple[str, str, DataFrame]] = field(default_factory=list)
-    con_branches: list[tuple[str, str, DataFrame]] = field(default_factory=list)
-    window_rows: list[tuple[Any, ...]] = field(default_factory=list)   # rows of ``windows`` (WINDOWS_SCHEMA)
+    window_rows: list[tuple[Any, ...]] = field(default_factory=list)   # the step windows (window_rows)
     parts: list[tuple[str, str, str, list[str]]] = field(default_factory=list)   # (kind, run_id, cluster, part files)
+    rows: int | None = None          # rows of every part file (their footers); None: not counted
+
+    @cached_property
+    def spark(self) -> SparkSession:
+        return self.session if isinstance(self.session, SparkSession) else self.session()
+
+    def _branches(self, kind: str, schema_: T.StructType) -> list[tuple[str, str, DataFrame]]:
+        return [(r, c, _read(self.spark, f, schema_, r, c)) for k, r, c, f in self.parts if k == kind]
+
+    # per (run_id, cluster): the same rows as ``published`` / ``consumed``, run_id and cluster as literals
+    @cached_property
+    def pub_branches(self) -> list[tuple[str, str, DataFrame]]:
+        return self._branches("published", PUBLISHED_SCHEMA)
+
+    @cached_property
+    def con_branches(self) -> list[tuple[str, str, DataFrame]]:
+        return self._branches("consumed", CONSUMED_SCHEMA)
+
+    @cached_property
+    def published(self) -> DataFrame:
+        return _union(self.spark, [b for *_, b in self.pub_branches], PUBLISHED_SCHEMA)
+
+    @cached_property
+    def consumed(self) -> DataFrame:
+        return _union(self.spark, [b for *_, b in self.con_branches], CONSUMED_SCHEMA)
 
 
 def read_run(run_dir: str | Path) -> RunMeta:
@@ -125,25 +145,29 @@ def committed_parts(run: RunMeta, kind: str) -> tuple[list[str], list[str]]:
                                   layout.counted_attempts(run.clusters))
 
 
-def verify_parquet(files: list[str]) -> None:
-    """Read each part's footer with pyarrow; a corrupt or truncated one is a SinkError naming it."""
+def verify_parquet(files: list[str]) -> int:
+    """Read each part's footer with pyarrow; a corrupt or truncated one is a SinkError naming it. Returns the
+    rows the footers count (the reduce picks where its small passes run by it)."""
     import pyarrow.parquet as pq
 
+    rows = 0
     for f in files:
         try:
-            pq.read_metadata(f)
+            rows += pq.read_metadata(f).num_rows
         except Exception as exc:  # pyarrow raises ArrowInvalid/OSError with long text
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise SinkError(f"{f}: corrupt Parquet file ({first})") from None
+    return rows
 
 
-def windows_frame(spark: SparkSession, runs: list[RunMeta]) -> tuple[DataFrame, list[str]]:
-    """One row per (run, cluster, step): the step window and its measurement part (after warm-up)."""
-    rows: list[tuple[Any, ...]] = []
+def window_notes(runs: list[RunMeta]) -> list[str]:
+    """What the reduce says about the step windows of run.json: steps not run, cut, or without a measurement window.
+
+    (No DataFrame of the windows: the reduce builds its expressions from window_rows; creating one cost
+    seconds of a cold session for nothing, docs/timing.md.)"""
     notes: list[str] = []
     for run in runs:
         for c in run.clusters:
-            t0 = c.get("t0_ns")
             for s in c.get("steps") or []:
                 start, end = s.get("start_ns"), s.get("end_ns")
                 where = f"{run.run_id}: cluster {c.get('name')} step {shown_step(s.get('step', 0))}"
@@ -160,14 +184,12 @@ def windows_frame(spark: SparkSession, runs: list[RunMeta]) -> tuple[DataFrame, 
                     notes.append(f"{run.run_id}: cluster {c.get('name')} step {shown_step(s.get('step', 0))}: "
                                  f"warm-up {run.warmup_s:g} s "
                                  f"is as long as the step; no measurement window")
-                target = s.get("target_rate")
-                rows.append((run.run_id, str(c.get("name")), int(s.get("step", 0)), None if target is None else float(target),
-                             int(start), int(end), meas, window_s, run.warmup_s, int(t0 if t0 is not None else start)))
-    return spark.createDataFrame(rows, WINDOWS_SCHEMA), notes
+    return notes
 
 
 def window_rows(runs: list[RunMeta]) -> list[tuple[Any, ...]]:
-    """The rows of windows_frame, as Python tuples (the reduce builds its expressions from them)."""
+    """One row per (run, cluster, step) with a window in run.json: (run_id, cluster, step, target_rate, start_ns,
+    end_ns, meas_start_ns, window_s, warmup_s, t0_ns); the reduce builds its expressions from them."""
     rows: list[tuple[Any, ...]] = []
     for run in runs:
         for c in run.clusters:
@@ -183,8 +205,10 @@ def window_rows(runs: list[RunMeta]) -> list[tuple[Any, ...]]:
     return rows
 
 
-def load_samples(spark: SparkSession, run_dirs: list[str | Path], force: bool = False) -> Samples:
-    """Everything the reduce needs from some run directories; SinkError when nothing can be read."""
+def load_samples(spark: SparkSession | Callable[[], SparkSession], run_dirs: list[str | Path], force: bool = False
+                 ) -> Samples:
+    """Everything the reduce needs from some run directories; SinkError when nothing can be read. ``spark``: the
+    session, or a function starting one, called only when a pass needs Spark (Samples.spark)."""
     runs = [read_run(d) for d in run_dirs]
     notes = check_same_workload(runs, force)
     for run in runs:
@@ -207,19 +231,12 @@ def load_samples(spark: SparkSession, run_dirs: list[str | Path], force: bool = 
     if not pub_files and not con_files:
         raise SinkError(f"{', '.join(str(r.run_dir) for r in runs)}: no committed Parquet samples "
                         f"(published/ and consumed/ are empty or missing)")
-    verify_parquet(pub_files)
-    verify_parquet(con_files)
+    rows = verify_parquet(pub_files) + verify_parquet(con_files)
     if not con_files:
         notes.append("no consumed samples at all: rates to consumers, latency, lost/duplicated/reordered cannot be measured")
-    windows, wnotes = windows_frame(spark, runs)
-    notes += wnotes
-    pub_branches = [(r, c, _read(spark, f, PUBLISHED_SCHEMA, r, c)) for r, c, f in pub_groups]
-    con_branches = [(r, c, _read(spark, f, CONSUMED_SCHEMA, r, c)) for r, c, f in con_groups]
-    published = _union(spark, [b for *_, b in pub_branches], PUBLISHED_SCHEMA)
-    consumed = _union(spark, [b for *_, b in con_branches], CONSUMED_SCHEMA)
+    notes += window_notes(runs)
     parts = [("published", *g) for g in pub_groups] + [("consumed", *g) for g in con_groups]
-    return Samples(published, consumed, windows, runs, notes, pub_files, con_files, pub_branches, con_branches,
-                   window_rows(runs), parts)
+    return Samples(spark, runs, notes, pub_files, con_files, window_rows(runs), parts, rows)
 
 
 def _by_cluster(run_id: str, files: list[str]) -> list[tuple[str, str, list[str]]]:

@@ -34,6 +34,9 @@ How it is computed (docs/reduce.md; nothing large leaves Spark):
    (mapInArrow): reorders per (producer, queue) in receive order, duplicates and distinct
    messages per step, losses (a sort-merge membership test).
 
+Small samples (``DRIVER_MAX_ROWS``) run the same passes on the driver, with pyarrow and numpy
+(rbench.reduce.small) and the same functions downstream: no Spark job at all.
+
 Faults (run.json ``faults``, rbench.reduce.faults) ride on the same passes, only for the clusters
 that had one: the counting pass also counts ack confirms per second and the earliest confirm after
 each fault, and the message pass also counts the same fates per fault window and over the whole run,
@@ -41,7 +44,7 @@ plus the messages in flight at a cut (outcome ``connection_lost``) and how many 
 """
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -119,7 +122,7 @@ class Plan:
     def after_fault(self, rc: int, t: Column) -> Column:
         """Position, among the cluster's faults in the order they took effect (``t_end_ns``: the action done, the
         node down), of the last fault in effect before ``t``."""
-        starts = sorted(f.t_end_ns for f, _, _ in self.faults.get(rc, []))
+        starts = self.fault_starts(rc)
         return _case([(t > s, i) for i, s in reversed(list(enumerate(starts)))])
 
     def rc_of(self, run_id: str, cluster: str) -> int | None:
@@ -134,9 +137,9 @@ class Plan:
         ti = F.col("t_intended")
         return _case([((F.col("step") == s) & (ti >= m) & (ti < e), gid) for gid, s, m, e in self.by_rc.get(rc, [])])
 
-    def windows_of(self, rc: int, t: Column) -> list[Column]:
-        """gid of the measurement window holding ``t``: one expression per layer of non-overlapping windows
-        (one layer unless run.json has overlapping steps), so a time in two windows counts in both."""
+    def layers(self, rc: int) -> list[list[tuple[int, int, int]]]:
+        """The cluster's measurement windows (gid, start, end) in layers of non-overlapping windows (one layer
+        unless run.json has overlapping steps), so a time in two windows counts in both."""
         layers: list[list[tuple[int, int, int]]] = []
         for gid, _, m, e in sorted(self.by_rc.get(rc, []), key=lambda w: w[2]):
             for layer in layers:
@@ -145,7 +148,15 @@ class Plan:
                     break
             else:
                 layers.append([(gid, m, e)])
-        return [_case([((t >= m) & (t < e), gid) for gid, m, e in layer]) for layer in layers]
+        return layers
+
+    def fault_starts(self, rc: int) -> list[int]:
+        """When each of the cluster's faults took effect (``t_end_ns``), in that order."""
+        return sorted(f.t_end_ns for f, _, _ in self.faults.get(rc, []))
+
+    def windows_of(self, rc: int, t: Column) -> list[Column]:
+        """gid of the measurement window holding ``t``: one expression per layer (``layers``)."""
+        return [_case([((t >= m) & (t < e), gid) for gid, m, e in layer]) for layer in self.layers(rc)]
 
     def fresh(self, rc: int) -> Column:
         """True for a consumed row of this run; false for a stale one (``t_intended`` before the cluster's t0)."""
@@ -244,7 +255,7 @@ def latency_ranks(samples: Any, plan: Plan, what: str, hist: pa.Table, percentil
         fetch |= f
     if not groups:
         return {}
-    spark = samples.published.sparkSession
+    spark = samples.spark
     wanted = spark.createDataFrame(sorted(fetch), "k long, b long")
     ent = entries(samples, plan, what)
     assert ent is not None
@@ -259,6 +270,20 @@ def _counts(hist: pa.Table, kind: int) -> dict[tuple[int, int], int]:
     return dict(zip(zip(ids, hist.column("b").to_numpy()[sel].tolist()), hist.column("c").to_numpy()[sel].tolist()))
 
 
+# Up to this many sample rows (published + consumed, from the part files' footers), the reduce's passes
+# run on the driver with pyarrow + numpy (rbench.reduce.small) and no Spark job: a 30 s run at
+# 2 × 1,000 msg/s has 120,000 rows, and a cold session's first Spark SQL query, Parquet scan and Python
+# worker cost seconds there (docs/timing.md). Driver memory: measured ~0.7 KB a row at the peak
+# (tracemalloc), so ~0.4 GB at the threshold.
+DRIVER_MAX_ROWS = 500_000
+
+
+def on_driver(samples: Any) -> bool:
+    """Whether the samples are small enough for the passes to run on the driver (rbench.reduce.small)."""
+    rows = getattr(samples, "rows", None)
+    return rows is not None and rows <= DRIVER_MAX_ROWS
+
+
 def step_latencies(samples: Any, plan: Plan) -> dict[tuple[int, int], dict[str, Any]]:
     """Exact percentiles of the latencies (LATENCIES) of every step: one Spark task per (run, cluster, side) reads
     that cluster's part files (only the time columns) with pyarrow and selects the ranks with numpy
@@ -270,9 +295,13 @@ def step_latencies(samples: Any, plan: Plan) -> dict[tuple[int, int], dict[str, 
             units.append((kind, files, plan.by_rc[rc], PERCENTILES, plan.t0[rc]))
     if not units:
         return {}
-    sc = samples.published.sparkSession.sparkContext
+    if on_driver(samples):          # the same function, without a Spark job and its Python workers
+        parts = [_unit_latencies(u) for u in units]
+    else:
+        sc = samples.spark.sparkContext
+        parts = sc.parallelize(units, len(units)).map(_unit_latencies).collect()
     out: dict[tuple[int, int], dict[str, Any]] = {}
-    for part in sc.parallelize(units, len(units)).map(_unit_latencies).collect():
+    for part in parts:
         out.update(part)
     return out
 
@@ -424,9 +453,8 @@ def message_pass(samples: Any, plan: Plan) -> dict[tuple[int, int], dict[str, in
     df = frames[0]
     for f in frames[1:]:
         df = df.unionByName(f)
-    spark = df.sparkSession
-    n = int(spark.conf.get("spark.sql.shuffle.partitions"))
     check = partial(_check_messages, frozenset(plan.faults))
+    n = int(df.sparkSession.conf.get("spark.sql.shuffle.partitions"))
     res = df.repartition(n, "rc", "producer").mapInArrow(check, MSG_SCHEMA).toArrow()
     out: dict[tuple[int, int], dict[str, int]] = {}
     for r in res.to_pylist():
@@ -664,16 +692,34 @@ def _maxes(hist: pa.Table, kind: int) -> dict[tuple[int, int], int]:
     return dict(zip(zip(ids, hist.column("b").to_numpy()[sel].tolist()), vmax))
 
 
-def reduce_samples(samples: Any) -> tuple[pa.Table, pa.Table, list[dict[str, Any]], FaultCounts | None]:
+def reduce_samples(samples: Any, mark: Callable[[str], None] | None = None
+                   ) -> tuple[pa.Table, pa.Table, list[dict[str, Any]], FaultCounts | None]:
     """The per-step table (one row per (run, cluster, step) of run.json, every figure the report shows),
     the per-second timeline, as Arrow tables, per (run, cluster) the t0 and the count of stale
     deliveries every figure excluded, and what the passes measured for run.json's faults (None without
-    any). Three passes; see the module docstring."""
+    any). Three passes; see the module docstring. ``mark`` is told the end of each."""
+    mark = mark or (lambda what: None)
     plan = Plan(samples.window_rows, run_faults(samples))
-    hist = counting_pass(samples, plan, "all")
-    ranks = latency_ranks(samples, plan, "tl", hist, {TLHIST: TL_PCTS}) if hist is not None else {}
-    msgs = message_pass(samples, plan)
+    if on_driver(samples):       # the same passes with numpy, no Spark job (rbench.reduce.small)
+        from rbench.reduce.small import DriverPasses
+
+        passes = DriverPasses(samples, plan)
+        mark(f"samples read on the driver ({samples.rows:,} rows)")
+        hist = passes.counting()
+        mark("counting pass (driver)")
+        ranks = passes.timeline_ranks(hist) if hist is not None else {}
+        mark("fetch pass (timeline percentiles, driver)")
+        msgs = passes.messages()
+        mark("message pass (lost, duplicated, reordered; driver)")
+    else:
+        hist = counting_pass(samples, plan, "all")
+        mark("counting pass")
+        ranks = latency_ranks(samples, plan, "tl", hist, {TLHIST: TL_PCTS}) if hist is not None else {}
+        mark("fetch pass (timeline percentiles)")
+        msgs = message_pass(samples, plan)
+        mark("message pass (lost, duplicated, reordered)")
     lat = latency_table(samples, plan, step_latencies(samples, plan))
+    mark("step latencies (exact percentiles)")
     cnt = {kind: _counts(hist, kind) if hist is not None else {}
            for kind in (PUBRATE, CONFRATE, OUTCOME, CONRATE, DELIV, TLPUB, TLHIST, STALE)}
     rows = []
