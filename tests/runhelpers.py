@@ -42,3 +42,22 @@ def workload_dict(amqp_url: str, name: str, **overrides: Any) -> dict[str, Any]:
         else:
             base[key] = value
     return base
+
+
+def delete_queues(amqp_url: str, names: list[str]) -> None:
+    """Delete ``names`` over a fresh AMQP connection (streams too), whatever state a test left its own
+    connections in; on its own asyncio loop, so a test's loop (asyncio or uvloop) is not involved."""
+    import asyncio
+
+    from rbench.config.types import ClusterTarget
+    from rbench.drivers.amqp091 import Amqp091Driver
+
+    async def delete() -> None:
+        admin = Amqp091Driver()
+        await admin.open(ClusterTarget("admin", (amqp_url,)))
+        try:
+            await admin.delete_queues(names)
+        finally:
+            await admin.aclose()
+
+    asyncio.run(asyncio.wait_for(delete(), 20))

@@ -35,6 +35,7 @@ from rbench.runtime.stamp import new_payload, read_stamp, write_stamp
 from tests.drivers_matrix import MATRIX, DriverRow
 from tests.loops import LoopRunner
 from tests.proxy import MakeProxy, TcpProxy, host_port
+from tests.runhelpers import delete_queues
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -82,15 +83,7 @@ def cleanup(amqp_url: str) -> Iterator[list[str]]:
     names: list[str] = []
     yield names
     if names:
-        async def delete() -> None:
-            admin = Amqp091Driver()
-            await admin.open(_target(amqp_url))
-            try:
-                await admin.delete_queues(names)
-            finally:
-                await admin.aclose()
-
-        LoopRunner("asyncio")(delete(), timeout=20)
+        delete_queues(amqp_url, names)
 
 
 def need(row: DriverRow, feature: str) -> None:

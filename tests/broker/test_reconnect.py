@@ -28,7 +28,7 @@ from rbench.runtime.stamp import new_payload, write_stamp
 from rbench.runtime.task import TaskRun
 from tests.loops import LoopRunner
 from tests.proxy import MakeProxy, host_port
-from tests.runhelpers import keys, read, workload_dict
+from tests.runhelpers import delete_queues, keys, read, workload_dict
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -46,16 +46,7 @@ def queues(unique_name: str, amqp_url: str) -> Iterator[list[str]]:
     """The test's two queue names; both are deleted afterwards, over a direct connection."""
     names = [f"{unique_name}-1", f"{unique_name}-2"]
     yield names
-
-    async def delete() -> None:
-        admin = Amqp091Driver()
-        await admin.open(_target(amqp_url))
-        try:
-            await admin.delete_queues(names)
-        finally:
-            await admin.aclose()
-
-    LoopRunner("asyncio")(delete(), timeout=20)
+    delete_queues(amqp_url, names)
 
 
 def _target(uri: str) -> ClusterTarget:
