@@ -8,11 +8,15 @@ deliveries unsettled), durable and non-durable.
 Rounds interleave the clients (the order alternates each round) so a drift in the shared
 machine's load hits both; the table reports medians over rounds and rbench / proton ratios.
 
+``--baseline DIR`` adds a third client, "baseline": rbench as checked out (and built) in DIR, run in
+the same rounds, so a change to the driver is measured against the tree it started from under the
+same load (the shared machine's drift hits all three).
+
 Rates: sender = N / (last disposition - first send); receiver = N / (last - first delivery);
 end-to-end = N / (last delivery - first send). CPU µs per message: each process's
 getrusage user+system over its N messages, sender + receiver.
 
-    .venv/bin/python bench/bench_amqp10.py [--messages N] [--rounds R] [--credit C]
+    .venv/bin/python bench/bench_amqp10.py [--messages N] [--rounds R] [--credit C] [--baseline DIR]
 """
 from __future__ import annotations
 
@@ -150,6 +154,32 @@ def run_rbench(url: str, queue: str, n: int, credit: int, durable: bool) -> dict
     return _figures(n, s.t_start_ns, s.t_end_ns, s.cpu_s, r.t_start_ns, r.t_end_ns, r.cpu_s)
 
 
+BASELINE_CHILD = """
+import json, sys
+from rbench.scenarios.quiver import QuiverOptions, run
+url, queue, n, credit, durable, body, window = sys.argv[1:]
+n = int(n)
+result = run(QuiverOptions(uri=url, queue=queue, count=n, body_size=int(body), credit=int(credit),
+                           durable=durable == "1", settlement="unsettled", window=int(window)), line=lambda _: None)
+s, r = result.sender, result.receiver
+print(json.dumps([s.count, r.count, s.t_start_ns, s.t_end_ns, s.cpu_s, r.t_start_ns, r.t_end_ns, r.cpu_s]))
+"""
+
+
+def run_baseline(root: str, url: str, queue: str, n: int, credit: int, durable: bool, timeout: float) -> dict[str, Any]:
+    """rbench from another checkout (``--baseline DIR``), in its own interpreter with DIR first on the path."""
+    env = {**os.environ, "PYTHONPATH": root}
+    done = subprocess.run([sys.executable, "-c", BASELINE_CHILD, url, queue, str(n), str(credit), str(int(durable)),
+                           str(BODY_SIZE), str(WINDOW)], capture_output=True, text=True, timeout=timeout, cwd=root,
+                          env=env)
+    if done.returncode != 0:
+        raise SystemExit(f"baseline ({root}) failed: {done.stderr.strip().splitlines()[-1:]}")
+    sc, rc, s0, s1, scpu, r0, r1, rcpu = json.loads(done.stdout.strip().splitlines()[-1])
+    if sc != n or rc != n:
+        raise SystemExit(f"baseline: sent {sc} received {rc} of {n}")
+    return _figures(n, s0, s1, scpu, r0, r1, rcpu)
+
+
 def _queue(url: str, name: str, durable: bool, delete: bool) -> None:
     import asyncio
 
@@ -166,7 +196,8 @@ def table(results: dict[tuple[str, bool], list[dict[str, Any]]], n: int, rounds:
              "| durable | client | sender msg/s | receiver msg/s | end-to-end msg/s | sender µs/msg | "
              "receiver µs/msg | client CPU µs/msg |", "|---|---|---:|---:|---:|---:|---:|---:|"]
     med: dict[tuple[str, bool], dict[str, float]] = {}
-    for (client, durable), runs in sorted(results.items(), key=lambda kv: (kv[0][1], kv[0][0] != "rbench")):
+    for (client, durable), runs in sorted(results.items(), key=lambda kv: (kv[0][1], CLIENTS.index(kv[0][0])
+                                                                           if kv[0][0] in CLIENTS else 1)):
         m = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
         med[(client, durable)] = m
         lines.append(f"| {'yes' if durable else 'no'} | {client} | {m['sender_rate']:,.0f} | {m['receiver_rate']:,.0f} "
@@ -178,6 +209,16 @@ def table(results: dict[tuple[str, bool], list[dict[str, Any]]], n: int, rounds:
         if a and b:
             lines.append(f"| {'yes' if durable else 'no'} | {a['e2e_rate'] / b['e2e_rate']:.2f}x "
                          f"| {b['cpu_us'] / a['cpu_us']:.2f}x |")
+    if any(client == "baseline" for client, _ in results):
+        lines += ["", "| durable | end-to-end rate rbench/baseline, median of per-round ratios | "
+                  "same, each round | client CPU rbench/baseline |", "|---|---:|---|---:|"]
+        for durable in (False, True):
+            new, old = results.get(("rbench", durable)), results.get(("baseline", durable))
+            if new and old:
+                per = [a["e2e_rate"] / b["e2e_rate"] for a, b in zip(new, old)]
+                lines.append(f"| {'yes' if durable else 'no'} | {statistics.median(per):.2f}x "
+                             f"| {', '.join(f'{x:.2f}' for x in per)} "
+                             f"| {med[('rbench', durable)]['cpu_us'] / med[('baseline', durable)]['cpu_us']:.2f}x |")
     return "\n".join(lines)
 
 
@@ -187,6 +228,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--credit", type=int, default=200)
     ap.add_argument("--durability", default="non-durable,durable")
+    ap.add_argument("--baseline", metavar="DIR", help="also run rbench from this checkout (built) in every round")
     ap.add_argument("--url", default=os.environ.get("RBENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/"))
     ap.add_argument("--out", default=str(ROOT / "bench" / "out" / "amqp10.md"))
     ap.add_argument("--proton-child", nargs=6, metavar=("URL", "QUEUE", "N", "CREDIT", "DURABLE", "ROLE"))
@@ -199,7 +241,8 @@ def main() -> None:
     results: dict[tuple[str, bool], list[dict[str, Any]]] = {}
     timeout = max(120.0, args.messages / 500)
     for rnd in range(args.rounds):
-        order = CLIENTS if rnd % 2 == 0 else CLIENTS[::-1]
+        clients = (*CLIENTS, "baseline") if args.baseline else CLIENTS
+        order = clients if rnd % 2 == 0 else clients[::-1]
         for durable in kinds:
             for client in order:
                 queue = f"rbench-bench-amqp10-{uuid.uuid4().hex[:8]}"
@@ -208,6 +251,9 @@ def main() -> None:
                     t0 = time.monotonic()
                     if client == "rbench":
                         fig = run_rbench(args.url, queue, args.messages, args.credit, durable)
+                    elif client == "baseline":
+                        fig = run_baseline(args.baseline, args.url, queue, args.messages, args.credit, durable,
+                                           timeout)
                     else:
                         fig = run_proton(args.url, queue, args.messages, args.credit, durable, timeout)
                 finally:
@@ -223,8 +269,9 @@ def main() -> None:
     print(text)
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
+    base = f" --baseline {args.baseline}" if args.baseline else ""
     out.write_text(f"command: bench/bench_amqp10.py --messages {args.messages} --rounds {args.rounds} "
-                   f"--credit {args.credit}\n\n{text}\n")
+                   f"--credit {args.credit}{base}\n\n{text}\n")
     print(f"\nwritten: {out}")
 
 

@@ -43,6 +43,8 @@ class Receiver:
     handle: int
     on_message: Any
     window: int
+    refill: int
+    awaiting: bool
     ack_every: int
     settle: bool
     credit: int

@@ -83,8 +83,9 @@ def test_sender_to_receiver_and_dispositions_back(max_frame: int) -> None:
     for i in range(0, len(wire), 777):
         assert rx.feed(bytes(wire[i:i + 777])) == []
     assert [read_stamp(b)[1] for b in got] == list(range(20)) and all(len(b) == 3000 for b in got)
-    dispositions = frames(bytes(rx.out))
-    assert all(p.descriptor == 0x15 for _, p, _ in dispositions)
+    written = frames(bytes(rx.out))
+    dispositions = [f for f in written if f[1].descriptor == 0x15]
+    assert all(p.descriptor in (0x13, 0x15) for _, p, _ in written)
     first, last = dispositions[0][1].value[1], dispositions[-1][1].value[2]
     assert (first, last) == (0, 19) and dispositions[0][1].value[4] == Described(0x24, [])
     tx = FrameReader()
@@ -137,7 +138,47 @@ def test_receiver_tops_credit_up_at_half_the_window() -> None:
     rx.add_receiver(0, r)
     rx.feed(bytes(wire))
     kinds = [(p.descriptor, p.value) for _, p, _ in frames(bytes(rx.out))]
-    assert kinds[0][0] == 0x15 and kinds[1][0] == 0x13 and kinds[1][1][5:7] == [5, 10]
+    assert [k for k, _ in kinds] == [0x15, 0x13] and kinds[1][1][5:7] == [5, 10]
+    assert kinds[0][1][1:3] == [0, 4]
+
+
+def test_an_early_refill_tops_up_at_the_end_of_a_read_once_its_last_flow_is_answered() -> None:
+    r = Receiver(2, 0, lambda *a: None, 16, 0, True, 0)
+    r.write_flow(bytearray(), 16)
+    assert r.refill == 8 and r.awaiting                       # the default: half the window
+    r.refill = 14                                              # early top-ups: once an eighth is used
+    s = Sender(0, 0, False, False, 4096, 1, Sink())
+    rx = FrameReader()
+    rx.add_receiver(0, r)
+    seq = 0
+
+    def read(n: int) -> list[tuple[int, list[object]]]:
+        nonlocal seq
+        wire = bytearray()
+        for _ in range(n):
+            s.write(wire, bytes(24), seq)
+            seq += 1
+        del rx.out[:]
+        assert rx.feed(bytes(wire)) == []
+        return [(p.descriptor, p.value) for _, p, _ in frames(bytes(rx.out))]
+
+    def broker_answers() -> list[tuple[int, list[object]]]:
+        answer = bytearray()
+        Receiver(0, 0, lambda *a: None, 16, 0, True, 0).write_flow(answer, 16)    # a flow on the link's channel
+        del rx.out[:]
+        assert rx.feed(bytes(answer)) == []                                        # taken in C, not by Python
+        return [(p.descriptor, p.value) for _, p, _ in frames(bytes(rx.out))]
+
+    assert [k for k, _ in read(2)] == [0x15]                  # 2 of 16 used, but the attach's flow is unanswered
+    kinds = broker_answers()                                   # answered, credit 14: back to the window at once
+    assert [k for k, _ in kinds] == [0x13] and kinds[0][1][5:7] == [2, 16] and r.awaiting
+    assert [k for k, _ in read(1)] == [0x15]
+    assert broker_answers() == [] and not r.awaiting          # 15 left: nothing to top up yet
+    kinds = read(1)                                            # 14 left, last flow answered: settle, top up
+    assert [k for k, _ in kinds] == [0x15, 0x13] and kinds[1][1][5:7] == [4, 16]
+    assert r.credit == 16 and r.awaiting
+    assert [k for k, _ in read(4)] == [0x15]                  # unanswered: no early flow ...
+    assert [k for k, _ in read(4)] == [0x15, 0x13]            # ... but half the window used tops up regardless
 
 
 def test_garbage_is_a_codec_error() -> None:
