@@ -24,8 +24,8 @@ from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topo
 from rbench.config.uri import AMQP_SCHEMES, BrokerUri, parse_uri
 from rbench.drivers.amqp091_protocol import FLUSH_BYTES, Channel, Connection
 from rbench.drivers.base import OnLost, OnMessage, PublishSink
-from rbench.drivers.connect import first_that_answers, tls_context
-from rbench.drivers.replies import AccessRefused, ConnectionLost, NotAllowed, PreconditionFailed
+from rbench.drivers.connect import LossWatch, first_that_answers, tls_context
+from rbench.drivers.replies import AccessRefused, NotAllowed, PreconditionFailed
 from rbench.errors import BrokerError, CodecError, os_error_text
 
 CONNECT_TIMEOUT_S = 9.0
@@ -470,7 +470,7 @@ class Amqp091Driver:
     def __init__(self) -> None:
         self._conn: Connection | None = None
         self.uri: str | None = None
-        self._on_lost: OnLost | None = None
+        self._loss = LossWatch()
 
     @property
     def connection(self) -> Connection:
@@ -482,15 +482,8 @@ class Amqp091Driver:
 
     async def open(self, target: ClusterTarget, on_lost: OnLost | None = None) -> None:
         conn = await connect(target.uris, name=f"rbench {target.name}")
-        self._conn, self.uri, self._on_lost = conn, conn.uri, on_lost
-        conn.lost.add_done_callback(lambda _: self._lost(conn))
-
-    def _lost(self, conn: Connection) -> None:
-        """The socket of ``conn`` is gone: tell the runtime why, unless aclose() closed it."""
-        if conn is not self._conn or self._on_lost is None:
-            return
-        on_lost, self._on_lost = self._on_lost, None
-        on_lost(conn.error or ConnectionLost("connection lost", scope="connection"))
+        self._conn, self.uri = conn, conn.uri
+        self._loss.arm(conn, on_lost)
 
     async def declare(self, topology: Topology) -> None:
         ch = await self.connection.channel()
@@ -568,7 +561,7 @@ class Amqp091Driver:
         return consumer
 
     async def aclose(self) -> None:
-        self._on_lost = None
+        self._loss.disarm()
         if self._conn is not None:
             conn, self._conn = self._conn, None
             await conn.close()

@@ -30,8 +30,8 @@ from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topo
 from rbench.drivers._amqp10_link import Receiver, Sender
 from rbench.drivers.amqp10_protocol import FLUSH_BYTES, SOURCE, TARGET, Amqp10Uri, Connection, Session
 from rbench.drivers.base import OnLost, OnMessage, PublishSink
-from rbench.drivers.connect import first_that_answers
-from rbench.drivers.replies import AccessRefused, ConnectionLost, NotFound
+from rbench.drivers.connect import LossWatch, first_that_answers
+from rbench.drivers.replies import AccessRefused, NotFound
 from rbench.errors import BrokerError, CodecError, os_error_text
 
 CONNECT_TIMEOUT_S = 9.0
@@ -217,7 +217,7 @@ class Amqp10Driver:
 
     def __init__(self) -> None:
         self.uri: str | None = None
-        self._on_lost: OnLost | None = None
+        self._loss = LossWatch()
         self._conn: Connection | None = None
         self._uris: tuple[str, ...] = ()
         self._admin: Any = None
@@ -239,14 +239,8 @@ class Amqp10Driver:
         self._uris = tuple(target.amqp10_uris or target.uris)
         self._closed = False
         conn = self._conn = await connect(self._uris, name=f"rbench {target.name}")
-        self.uri, self._on_lost = conn.opened_with, on_lost
-        conn.lost.add_done_callback(lambda _: self._lost(conn))
-
-    def _lost(self, conn: Connection) -> None:
-        if conn is not self._conn or self._on_lost is None:
-            return
-        on_lost, self._on_lost = self._on_lost, None
-        on_lost(conn.error or ConnectionLost("connection lost", scope="connection"))
+        self.uri = conn.opened_with
+        self._loss.arm(conn, on_lost)
 
     async def _admin_driver(self) -> Any:
         """The AMQP 0.9.1 connection used for declarations (RabbitMQ 3.x's AMQP 1.0 plugin cannot declare)."""
@@ -322,7 +316,7 @@ class Amqp10Driver:
 
     async def aclose(self) -> None:
         self._closed = True
-        self._on_lost = None
+        self._loss.disarm()
         admin, self._admin = self._admin, None
         if admin is not None:
             try:

@@ -10,9 +10,13 @@ from __future__ import annotations
 import asyncio
 import ssl
 from collections.abc import Awaitable, Callable, Sequence
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
+from rbench.drivers.replies import ConnectionLost
 from rbench.errors import ConfigError, ConnectError, mask_uri
+
+if TYPE_CHECKING:
+    from rbench.drivers.base import OnLost
 
 T = TypeVar("T")
 
@@ -63,3 +67,30 @@ def tls_context(masked_uri: str, cacertfile: str | None, certfile: str | None, k
         ctx.check_hostname = False
         ctx.verify_mode = ssl.CERT_NONE
     return ctx
+
+
+class LossWatch:
+    """Tells the runtime, once, that a driver's current connection died (Driver.open's ``on_lost``).
+
+    A connection the driver has since replaced, or one its ``aclose()`` closed (``disarm``), is not
+    reported: only a loss the task did not ask for starts a reconnect. The connection exposes ``lost``
+    (a future done when its socket is gone) and ``error`` (why, or None)."""
+
+    __slots__ = ("_conn", "_on_lost")
+
+    def __init__(self) -> None:
+        self._conn: Any = None
+        self._on_lost: OnLost | None = None
+
+    def arm(self, conn: Any, on_lost: OnLost | None) -> None:
+        self._conn, self._on_lost = conn, on_lost
+        conn.lost.add_done_callback(lambda _: self._fire(conn))
+
+    def disarm(self) -> None:
+        self._on_lost = None
+
+    def _fire(self, conn: Any) -> None:
+        if conn is not self._conn or self._on_lost is None:
+            return
+        on_lost, self._on_lost = self._on_lost, None
+        on_lost(conn.error or ConnectionLost("connection lost", scope="connection"))
