@@ -71,15 +71,10 @@ class RunOptions:
 
     def spark_conf(self) -> dict[str, str]:
         """The Spark configuration these options ask for: every --conf KEY=VALUE, then --stage-attempts."""
-        from rbench.errors import ConfigError
+        from rbench.commands.argtypes import spark_conf
         from rbench.spark import STAGE_ATTEMPTS_KEY
 
-        conf = {}
-        for item in self.conf:
-            key, sep, value = item.partition("=")
-            if not sep:
-                raise ConfigError(f"--conf: expected KEY=VALUE, got {item!r}")
-            conf[key] = value
+        conf = spark_conf(self.conf)
         if self.stage_attempts is not None:
             conf[STAGE_ATTEMPTS_KEY] = str(self.stage_attempts)
         return conf

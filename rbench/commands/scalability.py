@@ -11,8 +11,6 @@ import dataclasses
 import sys
 from typing import Any
 
-from rbench.errors import ConfigError
-
 HELP = "Routing scalability sweep: time queue create/delete and routing over queues × bindings, log-log plots and slopes."
 
 
@@ -52,6 +50,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    from rbench.commands.argtypes import spark_conf
     from rbench.scenarios.scalability.output import slopes_markdown, summary, table_markdown
     from rbench.scenarios.scalability.plan import validate
     from rbench.scenarios.scalability.sweep import Sweep, spark_submitter
@@ -59,12 +58,7 @@ def run(args: argparse.Namespace) -> int:
 
     spec = spec_from_args(args)
     validate(spec)                                  # a bad flag fails before a JVM starts
-    conf = {}
-    for item in args.conf:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--conf: expected KEY=VALUE, got {item!r}")
-        conf[key] = value
+    conf = spark_conf(args.conf)
     _probe(spec.uri)
     from rbench.commands.run import _default_master
 
