@@ -67,8 +67,10 @@ unit: build
 
 bench: bench-runtime bench-codec bench-amqp091 bench-amqp10 bench-streams bench-reduce
 
+# BENCH_ROOT=DIR: another checkout (built in place) as the lateness table's peer, e.g. the commit before a change
 bench-runtime: build broker
 	$(PY) bench/bench_runtime.py
+	$(PY) bench/bench_runtime.py --lateness --rounds 3 $(if $(BENCH_ROOT),--root $(BENCH_ROOT))
 
 bench-codec: build
 	$(PY) bench/bench_codec.py

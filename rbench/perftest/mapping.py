@@ -526,7 +526,8 @@ def to_workload(p: Parsed) -> Mapped:
             notes.append(o.notice)
     run = {"out": p.first("out") or "results", "master": p.first("master"),
            "tasks": _positive_int(p, "tasks", 0, 1) if p.has("tasks") else None,
-           "conf": p.all("conf"), "no_reduce": p.has("no-reduce"), "quiet": p.has("quiet")}
+           "conf": p.all("conf"), "no_reduce": p.has("no-reduce"), "quiet": p.has("quiet"),
+           "timings": p.has("timings")}
     return Mapped(w, run, [n for n in notes if n])
 
 

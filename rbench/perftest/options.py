@@ -492,6 +492,8 @@ RBENCH_OPTIONS: tuple[Option, ...] = (
     _o(None, "conf", "many", "KEY=VALUE", "", RBENCH, "extra Spark configuration (repeatable)", "rbench"),
     _o(None, "no-reduce", "none", "", "", RBENCH, "skip the summary after the run", "rbench"),
     _o(None, "quiet", "none", "", "", RBENCH, "no status line per interval (the CSV of -o is still written)", "rbench"),
+    _o(None, "timings", "none", "", "", RBENCH, "print where the wall-clock seconds went (start-up, load, reduce)",
+       "rbench"),
 )
 
 ALL_OPTIONS: tuple[Option, ...] = PERFTEST_OPTIONS + RBENCH_OPTIONS

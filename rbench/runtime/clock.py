@@ -17,66 +17,18 @@ t_sent − t_intended, p50/p99) and reported per step by the reduce (``send_lag_
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import ctypes.util
 import heapq
 import itertools
 import math
-import os
 import time
 
+try:
+    from rbench.runtime._clock import TimerFd, set_timer_slack
+except ImportError:            # not Linux (no timerfd): the loop's own timer, see SendClock
+    TimerFd = None             # type: ignore[assignment,misc]
+
 FINISH_NS = 20_000              # a message due within this of a wake-up waits for it here, not for another wake-up
-_CLOCK_REALTIME, _TFD_NONBLOCK, _TFD_CLOEXEC, _TFD_TIMER_ABSTIME = 0, 0o4000, 0o2000000, 1
-_PR_SET_TIMERSLACK = 29
-
-
-class _Timespec(ctypes.Structure):
-    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
-
-
-class _Itimerspec(ctypes.Structure):
-    _fields_ = [("it_interval", _Timespec), ("it_value", _Timespec)]
-
-
-def _libc() -> ctypes.CDLL | None:
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        libc = ctypes.CDLL(name, use_errno=True)
-        libc.timerfd_create.argtypes = [ctypes.c_int, ctypes.c_int]
-        libc.timerfd_settime.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.POINTER(_Itimerspec), ctypes.c_void_p]
-        return libc
-    except (OSError, AttributeError):
-        return None
-
-
-class _TimerFd:
-    """A non-blocking CLOCK_REALTIME timerfd armed at absolute nanoseconds."""
-
-    def __init__(self, libc: ctypes.CDLL) -> None:
-        self._libc = libc
-        fd = libc.timerfd_create(_CLOCK_REALTIME, _TFD_NONBLOCK | _TFD_CLOEXEC)
-        if fd < 0:
-            raise OSError(ctypes.get_errno(), "timerfd_create failed")
-        self.fd = int(fd)
-        self._spec = _Itimerspec()
-
-    def arm(self, at_ns: int) -> None:
-        """Fire once at wall-clock ``at_ns`` (0 disarms; a time already past fires at once)."""
-        at_ns = max(at_ns, 1) if at_ns else 0
-        self._spec.it_value.tv_sec, self._spec.it_value.tv_nsec = divmod(at_ns, 1_000_000_000)
-        if self._libc.timerfd_settime(self.fd, _TFD_TIMER_ABSTIME, ctypes.byref(self._spec), None) != 0:
-            raise OSError(ctypes.get_errno(), "timerfd_settime failed")
-
-    def clear(self) -> None:
-        try:
-            os.read(self.fd, 8)
-        except (BlockingIOError, InterruptedError):
-            pass
-
-    def close(self) -> None:
-        os.close(self.fd)
+TIMER_SLACK_NS = 1_000          # the loop thread's timer slack: how late the kernel may fire the timerfd
 
 
 class SendClock:
@@ -88,12 +40,11 @@ class SendClock:
         self._order = itertools.count()
         self._armed = 0
         self._handle: asyncio.TimerHandle | None = None
-        self._timer: _TimerFd | None = None
-        libc = _libc() if use_timerfd else None
-        if libc is not None and hasattr(libc, "timerfd_create"):
+        self._timer: TimerFd | None = None
+        if use_timerfd and TimerFd is not None:
             try:
-                self._timer = _TimerFd(libc)
-                libc.prctl(_PR_SET_TIMERSLACK, 1000, 0, 0, 0)      # this (the loop's) thread: 1 µs slack
+                self._timer = TimerFd()
+                set_timer_slack(TIMER_SLACK_NS)        # this thread's: the loop runs here
                 self._loop.add_reader(self._timer.fd, self._fire)
             except (OSError, NotImplementedError, RuntimeError):
                 if self._timer is not None:
@@ -143,8 +94,8 @@ class SendClock:
             self._handle = self._loop.call_later(delay_ms / 1000, self._fire)
 
     def _fire(self) -> None:
-        if self._timer is not None:
-            self._timer.clear()
+        # no read() of the timerfd: the _arm below (re-arm or disarm) resets its expiry count, which is
+        # what leaves the descriptor unreadable, one syscall per wake-up instead of two
         heap, now_ns = self._heap, time.time_ns
         now = now_ns()
         finish = FINISH_NS if self._timer is not None else 0

@@ -1,0 +1,80 @@
+"""The task's send clock (rbench.runtime.clock): never early, in due order, one wake-up per due time.
+
+Run on both loops: the timerfd is a reader on the loop (uvloop's and asyncio's differ there), and
+the loop-timer fallback (``use_timerfd=False``) must hold the same promises.
+"""
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+import time
+
+import pytest
+
+from rbench.runtime.clock import SendClock
+from tests.loops import LoopRunner
+
+
+@pytest.mark.parametrize("use_timerfd", [True, False], ids=["timerfd", "loop-timer"])
+def test_waiters_are_released_in_due_order_and_never_early(run: LoopRunner, use_timerfd: bool) -> None:
+    async def scenario() -> list[tuple[int, int]]:
+        clock = SendClock(use_timerfd=use_timerfd)
+        assert clock.kind == ("timerfd" if use_timerfd else "event-loop timer")
+        base = time.time_ns() + 20_000_000
+        dues = [base + k * 1_300_000 for k in (5, 0, 3, 1, 4, 2)]     # registered out of order
+        woken: list[tuple[int, int]] = []
+
+        async def waiter(due: int) -> None:
+            fut = clock.wait_until(due)
+            assert fut is not None
+            await fut
+            woken.append((due, time.time_ns()))
+
+        await asyncio.gather(*(waiter(d) for d in dues))
+        clock.close()
+        return woken
+
+    woken = run(scenario(), timeout=10)
+    assert [d for d, _ in woken] == sorted(d for d, _ in woken)
+    assert all(t >= d for d, t in woken), [(t - d) for d, t in woken]
+
+
+def test_a_due_time_already_past_sends_at_once(run: LoopRunner) -> None:
+    async def scenario() -> None:
+        clock = SendClock()
+        assert clock.wait_until(time.time_ns() - 1) is None
+        clock.close()
+
+    run(scenario(), timeout=5)
+
+
+def test_wake_all_releases_every_waiter_and_disarms(run: LoopRunner) -> None:
+    async def scenario() -> None:
+        clock = SendClock()
+        far = time.time_ns() + 60_000_000_000
+        futs = [clock.wait_until(far + k) for k in range(3)]
+        clock.wake_all()
+        assert all(f is not None and f.done() for f in futs)
+        clock.close()
+
+    run(scenario(), timeout=5)
+
+
+def test_a_wake_up_leaves_the_timerfd_unreadable_without_a_read(run: LoopRunner) -> None:
+    """Re-arming resets the timerfd's expiry count: after a wake-up that releases the only waiter, the
+    descriptor must not stay readable (a level-triggered reader would spin the loop at 100 % CPU)."""
+    async def scenario() -> None:
+        clock = SendClock()
+        assert clock.kind == "timerfd"
+        fut = clock.wait_until(time.time_ns() + 2_000_000)
+        assert fut is not None
+        await fut
+        fd = clock._timer.fd                      # type: ignore[union-attr]
+        readable, _, _ = select.select([fd], [], [], 0.005)
+        assert readable == []
+        with pytest.raises(BlockingIOError):
+            os.read(fd, 8)
+        clock.close()
+
+    run(scenario(), timeout=5)
