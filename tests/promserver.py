@@ -71,6 +71,14 @@ class Prometheus:
             body = json.loads(r.read())
         return {t["scrapeUrl"]: t["health"] for t in body["data"]["activeTargets"]}
 
+    def wait_scraped(self, url: str, timeout: float = 60.0) -> None:
+        """Until the target at ``url`` has been scraped successfully once (its health is "up")."""
+        deadline = time.monotonic() + timeout
+        while (health := self.targets_up().get(url)) != "up":
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"prometheus: {url} not scraped within {timeout:.0f} s (health {health!r})")
+            time.sleep(0.2)
+
     def stop(self) -> None:
         self.proc.terminate()
         try:

@@ -38,6 +38,10 @@ def scraped(spark: Any, amqp_url: str, tmp_path_factory: pytest.TempPathFactory)
     port = free_port()
     prom = Prometheus(tmp / "prometheus", {"rbench": [f"127.0.0.1:{port}"], "rabbitmq": [RABBIT_PROMETHEUS]})
     try:
+        # Prometheus hands its targets to the scrape loop only after service discovery has settled (seconds):
+        # a run started before that had its first scrape at its sixth second (seen in a fresh-clone run), too
+        # late for any rate over the run. The run starts once RabbitMQ's endpoint has been scraped.
+        prom.wait_scraped(f"http://{RABBIT_PROMETHEUS}/metrics")
         name = f"{TEST_PREFIX}prom-{uuid.uuid4().hex[:8]}"
         w = workload_from_dict(workload_dict(amqp_url, name, producers=2, consumers=2, rate=500, duration=6))
         out = io.StringIO()
