@@ -10,9 +10,11 @@ last parts and the attempt's `_COMMITTED` marker, also when the run was interrup
 """
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
@@ -69,19 +71,21 @@ class _PartSink:
         self.rows = 0
         self._pending: list[Future[None]] = []
 
-    def submit(self, table: pa.Table) -> None:
-        if table.num_rows == 0:
+    def submit(self, build: Callable[[], pa.Table], rows: int) -> None:
+        """Write the part ``build()`` makes, on the writer thread: building the Arrow table from the taken
+        columns took 2–4 ms, and on the event loop that made the sends due meanwhile late."""
+        if rows == 0:
             return
         path = self.folder / f"part-{self.parts:05d}.parquet"
         self.parts += 1
-        self.rows += table.num_rows
+        self.rows += rows
         self._pending = [f for f in self._pending if not f.done()]
-        self._pending.append(self.pool.submit(self._write, table, path))
+        self._pending.append(self.pool.submit(self._write, build, path))
 
     @staticmethod
-    def _write(table: pa.Table, path: Path) -> None:
+    def _write(build: Callable[[], pa.Table], path: Path) -> None:
         tmp = path.with_suffix(".parquet.tmp")
-        pq.write_table(table, tmp, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS)
+        pq.write_table(build(), tmp, compression="zstd", use_dictionary=_DICTIONARY_COLUMNS)
         os.replace(tmp, path)        # a part is either complete or absent
 
     def finish(self, interrupted: bool, commit: bool) -> None:
@@ -179,26 +183,32 @@ class Recorder:
         if due:
             self._last_flush = now
 
-    def _steps(self, intended: np.ndarray) -> np.ndarray:
+    def _steps(self, intended: np.ndarray, t0_ns: int) -> np.ndarray:
         if self._step_offsets_ns.size <= 1:
             return np.zeros(intended.size, dtype=np.int32)
-        idx = np.searchsorted(self.t0_ns + self._step_offsets_ns, intended, side="right") - 1
+        idx = np.searchsorted(t0_ns + self._step_offsets_ns, intended, side="right") - 1
         return np.clip(idx, 0, self._step_offsets_ns.size - 1).astype(np.int32)
 
+    # The event loop only takes the rows out of the core (a C copy); the Arrow table is built on the
+    # writer thread from those detached columns and a snapshot of what the table needs (t0, queue names).
     def _flush_published(self) -> None:
         n = self.core.flushable_published()
         if n <= 0:
             return
         cols = self.core.take_published(n)
+        self._published_sink.submit(functools.partial(self._published_table, cols, self.t0_ns, tuple(self.queues)), n)
+
+    def _published_table(self, cols: tuple[Column, ...], t0_ns: int, queues: tuple[str, ...]) -> pa.Table:
         producer, _, size, seq, intended, sent, confirmed, _ = (np.frombuffer(memoryview(c), dtype=_DTYPES[c.typecode]) for c in cols)
         queue, outcome = cols[1], cols[7]
-        table = pa.table({
+        n = seq.size
+        return pa.table({
             "run_id": _constant(self.run_id, n),
             "cluster": _constant(self.cluster, n),
-            "step": pa.array(self._steps(intended)),
+            "step": pa.array(self._steps(intended, t0_ns)),
             "task": pa.array(np.full(n, self.task, dtype=np.int32)),
             "producer": pa.array(producer),
-            "queue": _names(queue, self.queues),
+            "queue": _names(queue, queues),
             "seq": pa.array(seq),
             "size": pa.array(size),
             "t_intended": pa.array(intended),
@@ -206,23 +216,25 @@ class Recorder:
             "t_confirmed": pa.array(confirmed, mask=confirmed == 0),
             "outcome": _names(outcome, _OUTCOME_CODES),
         }, schema=PUBLISHED_SCHEMA)
-        self._published_sink.submit(table)
 
     def _flush_consumed(self) -> None:
         if self.core.consumed_rows == 0:
             return
         cols = self.core.take_consumed()
+        self._consumed_sink.submit(functools.partial(self._consumed_table, cols, self.t0_ns, tuple(self.queues)), len(cols[0]))
+
+    def _consumed_table(self, cols: tuple[Column, ...], t0_ns: int, queues: tuple[str, ...]) -> pa.Table:
         consumer, _, producer, size, seq, intended, sent, received, redelivered = (
             np.frombuffer(memoryview(c), dtype=_DTYPES[c.typecode]) for c in cols)
         queue = cols[1]
         n = seq.size
-        table = pa.table({
+        return pa.table({
             "run_id": _constant(self.run_id, n),
             "cluster": _constant(self.cluster, n),
-            "step": pa.array(self._steps(intended)),
+            "step": pa.array(self._steps(intended, t0_ns)),
             "task": pa.array(np.full(n, self.task, dtype=np.int32)),
             "consumer": pa.array(consumer),
-            "queue": _names(queue, self.queues),
+            "queue": _names(queue, queues),
             "producer": pa.array(producer),
             "seq": pa.array(seq),
             "size": pa.array(size),
@@ -231,7 +243,6 @@ class Recorder:
             "t_received": pa.array(received),
             "redelivered": pa.array(redelivered.astype(bool)),
         }, schema=CONSUMED_SCHEMA)
-        self._consumed_sink.submit(table)
 
     def close(self, interrupted: bool, commit: bool = True) -> dict[str, int]:
         """Time out what is still unconfirmed, write everything, commit the attempt (unless it failed)."""
