@@ -8,8 +8,9 @@ them (absolute, CLOCK_REALTIME, the clock of ``time.time_ns()``), with the loop 
 lowered to 1 µs, so the kernel's high-resolution timer wakes the event loop through epoll within tens
 of microseconds. A wake-up then releases every producer whose message is due, finishing with a short
 bounded wait (``FINISH_NS``) for one due a few microseconds later, rather than re-arming for it.
-Where timerfd is missing (not Linux), the loop's own timer is used at the due time: never early,
-up to a millisecond late, and no busy wait.
+Where the loop cannot watch the timerfd (a loop without ``add_reader``), the loop's own timer is used at
+the due time: never early, up to a millisecond late, and no busy wait. The timerfd itself is compiled
+(rbench.runtime._clock, Linux only, like the rest of the executor side).
 
 How punctual it is, and at what CPU cost, is measured by ``make bench-runtime`` (send lateness =
 t_sent − t_intended, p50/p99) and reported per step by the reduce (``send_lag_*``).
@@ -22,10 +23,7 @@ import itertools
 import math
 import time
 
-try:
-    from rbench.runtime._clock import TimerFd, set_timer_slack
-except ImportError:            # not Linux (no timerfd): the loop's own timer, see SendClock
-    TimerFd = None             # type: ignore[assignment,misc]
+from rbench.runtime._clock import TimerFd, set_timer_slack
 
 FINISH_NS = 20_000              # a message due within this of a wake-up waits for it here, not for another wake-up
 TIMER_SLACK_NS = 1_000          # the loop thread's timer slack: how late the kernel may fire the timerfd
@@ -41,7 +39,7 @@ class SendClock:
         self._armed = 0
         self._handle: asyncio.TimerHandle | None = None
         self._timer: TimerFd | None = None
-        if use_timerfd and TimerFd is not None:
+        if use_timerfd:
             try:
                 self._timer = TimerFd()
                 set_timer_slack(TIMER_SLACK_NS)        # this thread's: the loop runs here

@@ -16,7 +16,7 @@ from rbench.errors import ConnectionLost
 from rbench.runtime._recorder import ConfirmSink, Stamper
 from rbench.runtime.clock import SendClock
 from rbench.runtime.recorder import Recorder
-from rbench.runtime.schedule import Segment, slot_at
+from rbench.runtime.schedule import Segment, due_times, slot_at
 from rbench.runtime.stamp import new_payload
 
 YIELD_EVERY = 64          # when behind schedule or unlimited, let consumers run this often
@@ -246,30 +246,16 @@ async def _scheduled(pub: Publisher, seg: Segment, first: int, limit: int | None
     stamp = stamper.stamp
     now = time.time_ns
     burst = 0
-    start, interval, end = seg.start_ns, seg.interval_ns, seg.end_ns
-    assert interval is not None
-    k = first
     try:
-        # slot k is due at start + int(k × interval), as schedule.due_times has it (inline: a generator's
-        # resume per message is measurable at these rates)
-        while limit is None or k < limit:
-            due = start + int(k * interval)
-            if due >= end:
-                break
-            k += 1
+        for due in due_times(seg, limit, first):
             t = now()
             if due > t:
                 burst = 0
-                if stop.is_set():                 # _wait_until, inline (a coroutine frame less per message)
-                    return seq, _STOPPED, None
-                woken = clock.wait_until(due)
-                if woken is not None:
-                    await woken                   # the clock releases every waiter when the task stops
-                if stop.is_set():
+                if not await _wait_until(clock, due, stop):
                     return seq, _STOPPED, None
             elif stop.is_set():
                 return seq, _STOPPED, None
-            elif t >= end:
+            elif t >= seg.end_ns:
                 # behind schedule when the step ends: what was not sent is not sent later,
                 # so the step's achieved rate shows the shortfall and the run ends on time
                 break
