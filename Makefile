@@ -78,8 +78,9 @@ bench-codec: build
 bench-amqp091: build broker
 	$(PY) bench/bench_amqp091.py
 
-# AMQP 1.0: the amqp10 driver vs a python-qpid-proton peer, quiver's sender/receiver shape (docs/amqp10.md).
+# AMQP 1.0: the amqp10 driver vs Qpid Proton peers in Python and C, quiver's sender/receiver shape (docs/amqp10.md).
 bench-amqp10: build broker
+	@bash scripts/build-proton-c-peer.sh
 	$(PY) bench/bench_amqp10.py
 
 bench-streams: build broker

@@ -121,7 +121,7 @@ def _is_local(host: str) -> bool:
     return False
 
 
-def _find_beam(pid_hint: int | None) -> int | None:
+def find_beam(pid_hint: int | None = None) -> int | None:
     """The local broker's beam process: the pid the management API reports, else the only RabbitMQ beam."""
     if pid_hint and _comm(pid_hint).startswith("beam"):
         return pid_hint
@@ -330,7 +330,7 @@ class BrokerSampler:
                     rows.append(self._row(t_ns, "management", metric, float(v), node=name))
             if self.local and self.pid is None and isinstance(n.get("os_pid"), (str, int)):
                 with contextlib.suppress(ValueError):
-                    self.pid = _find_beam(int(n["os_pid"]))
+                    self.pid = find_beam(int(n["os_pid"]))
         wanted = set(self.queues)
         for q in queues:
             name = q.get("name")
@@ -406,7 +406,7 @@ class BrokerSampler:
 
     def _proc(self, t_ns: int) -> list[dict[str, Any]]:
         if self.pid is None:
-            self.pid = _find_beam(None)
+            self.pid = find_beam(None)
             if self.pid is None:
                 return []
         try:
