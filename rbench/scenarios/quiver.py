@@ -356,7 +356,7 @@ def run(opts: QuiverOptions, line: Callable[[str], None] = print) -> QuiverResul
         go.set()
         line(_header())
         t_start = time.time_ns()
-        hist: dict[str, list[Any]] = {"sender": [None, None], "receiver": [None, None]}   # [previous, last]
+        table = StatusTable(t_start)
         while len(sides) < 2:
             try:
                 kind, role, data, extra = out.get(timeout=1.0)
@@ -367,13 +367,13 @@ def run(opts: QuiverOptions, line: Callable[[str], None] = print) -> QuiverResul
                     raise BrokerError("amqp10: the sender process died") from None
                 continue
             if kind == "status":
-                h = hist[role]
-                h[0], h[1] = h[1], data
-                if role == "receiver":
-                    line(_row(t_start, hist["sender"], hist["receiver"]))
+                row = table.status(role, data)
+                if row is not None:
+                    line(row)
                 continue
             side = Side(**data)
             sides[role] = side
+            table.done(role)
             if side.error:
                 expected.value = 0
                 raise BrokerError(f"amqp10 {role}: {side.error}")
@@ -417,6 +417,26 @@ def _rates(t_start: int, h: list[Any]) -> tuple[int, float, float, float]:
     p_t, p_n, p_cpu = (h[0][0], h[0][1], h[0][2]) if h[0] is not None else (t_start, 0, 0.0)
     dt = max(1e-9, (t - p_t) / 1e9)
     return n, (n - p_n) / dt, (cpu - p_cpu) / dt * 100, rss / 1024
+
+
+class StatusTable:
+    """quiver's 2-second table: one row per receiver status, with the sender's latest interval beside it.
+
+    A side that has finished shows "-", as before it started, rather than its last 2-second figures:
+    a sender that ended between two statuses would otherwise stay on a count it had long passed."""
+
+    def __init__(self, t_start: int) -> None:
+        self.t_start = t_start
+        self.hist: dict[str, list[Any]] = {"sender": [None, None], "receiver": [None, None]}   # [previous, last]
+
+    def status(self, role: str, data: Any) -> str | None:
+        """Take one side's status (time ns, count, CPU s, RSS KiB[, median latency ms]); a row when it is the receiver's."""
+        h = self.hist[role]
+        h[0], h[1] = h[1], data
+        return _row(self.t_start, self.hist["sender"], h) if role == "receiver" else None
+
+    def done(self, role: str) -> None:
+        self.hist[role] = [None, None]
 
 
 def _row(t_start: int, snd: list[Any], rcv: list[Any]) -> str:
