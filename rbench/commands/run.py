@@ -111,21 +111,19 @@ def execute(workload: Workload, args: RunOptions) -> int:
         ports_free("--metrics-port", args.metrics_port, 1, "the run's /metrics")
     probe_clusters(workload)  # fail in seconds, before a JVM starts
     timings.mark("brokers probed")
+    from rbench.coordinator import orphans
+    from rbench.coordinator.cleanup import run_queues
+
+    orphans.tidy(workload, args.out)      # an earlier run killed outright: its run.json and its queues
     session = local_session(master, app_name=f"rbench-run-{workload.name}", conf=conf)
     timings.mark("Spark session ready")
-    from rbench.coordinator.cleanup import delete_created, snapshot
-
-    before = snapshot(workload)           # which of its queues exist already: those are never deleted
-    if workload.rate_search is not None:
-        try:
-            return _rate_search(workload, args, session)
-        finally:
-            delete_created(workload, before)
-    try:
+    # which of its queues exist already: those are never deleted; the rest go afterwards unless queues.keep
+    with run_queues(workload) as created:
+        if workload.rate_search is not None:
+            return _rate_search(workload, args, session, created)
         result = run_workload(workload, args.out, session, tasks=args.tasks, progress=not args.quiet, timings=timings,
-                              metrics_port=args.metrics_port, pushgateway=args.pushgateway, metrics_linger_s=linger)
-    finally:
-        delete_created(workload, before)   # unless queues.keep: what this run declared goes
+                              metrics_port=args.metrics_port, pushgateway=args.pushgateway, metrics_linger_s=linger,
+                              queues_created=created)
     info = result.info
     moved = sum(int(r.get("published", 0)) + int(r.get("consumed", 0)) for c in info["clusters"] for r in c.get("task_results", []))
     if not moved:
@@ -145,7 +143,7 @@ def execute(workload: Workload, args: RunOptions) -> int:
     return 0 if result.status == "complete" else 3
 
 
-def _rate_search(workload: Workload, args: RunOptions, session: Any) -> int:
+def _rate_search(workload: Workload, args: RunOptions, session: Any, created: dict[str, list[str]]) -> int:
     """`rate_search` in the workload: probes as runs of their own, then one reduce over them all."""
     from pathlib import Path
 
@@ -160,7 +158,7 @@ def _rate_search(workload: Workload, args: RunOptions, session: Any) -> int:
     probes: list[str | Path] = []
 
     def run_probe(w: Workload) -> Path:
-        result = run_workload(w, folder, session, tasks=args.tasks, progress=not args.quiet)
+        result = run_workload(w, folder, session, tasks=args.tasks, progress=not args.quiet, queues_created=created)
         probes.append(result.run_dir)
         if result.status != "complete":
             raise _ProbeStopped(result.status)

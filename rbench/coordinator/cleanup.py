@@ -12,7 +12,9 @@ break a concurrent run.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from rbench.config.model import Cluster, Workload
@@ -26,6 +28,12 @@ class Snapshot:
     """Per cluster: the workload's queue names that existed before the run."""
 
     existed: dict[str, set[str]] = field(default_factory=dict)
+
+    def created(self, workload: Workload) -> dict[str, list[str]]:
+        """Per cluster, the workload's queues the run will create: what it deletes afterwards (run.json
+        ``queues_created``, which is also what a later run deletes if this one's coordinator dies)."""
+        return {c.name: [n for n in _queue_names(workload) if n not in self.existed.get(c.name, set())]
+                for c in workload.clusters}
 
 
 def _target(c: Cluster) -> ClusterTarget:
@@ -72,18 +80,21 @@ def snapshot(workload: Workload) -> Snapshot | None:
     return snap
 
 
-async def _delete_one(workload: Workload, c: Cluster, existed: set[str]) -> list[str]:
+async def _delete(c: Cluster, names: list[str]) -> None:
     from rbench.drivers.amqp091 import Amqp091Driver
 
     driver = Amqp091Driver()
     await driver.open(_target(c))
     try:
-        created = [n for n in _queue_names(workload) if n not in existed]
-        if created:
-            await driver.delete_queues(created)
-        return created
+        await driver.delete_queues(names)
     finally:
         await driver.aclose()
+
+
+def delete_queues(c: Cluster, names: list[str]) -> None:
+    """Delete ``names`` on cluster ``c`` (a queue already gone is no error)."""
+    if names:
+        asyncio.run(_delete(c, names))
 
 
 def delete_created(workload: Workload, snap: Snapshot | None) -> dict[str, list[str]]:
@@ -92,10 +103,23 @@ def delete_created(workload: Workload, snap: Snapshot | None) -> dict[str, list[
     deleted: dict[str, list[str]] = {}
     if snap is None:
         return deleted
+    created = snap.created(workload)
     for c in workload.clusters:
         try:
-            deleted[c.name] = asyncio.run(_delete_one(workload, c, snap.existed.get(c.name, set())))
+            delete_queues(c, created[c.name])
+            deleted[c.name] = created[c.name]
         except (RbenchError, OSError) as exc:
             print(f"rbench: cluster {c.name}: could not delete what the run declared ({exc}); "
                   f"delete it by hand or set queues.keep", file=sys.stderr)
     return deleted
+
+
+@contextlib.contextmanager
+def run_queues(workload: Workload) -> Iterator[dict[str, list[str]]]:
+    """Around a run: yields what it will create per cluster (for run.json), deletes that afterwards
+    (unless queues.keep, when it yields {})."""
+    snap = snapshot(workload)
+    try:
+        yield snap.created(workload) if snap is not None else {}
+    finally:
+        delete_created(workload, snap)

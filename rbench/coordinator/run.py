@@ -18,7 +18,7 @@ from typing import Any, TextIO
 from rbench.config.load import workload_hash
 from rbench.config.model import Workload
 from rbench.config.types import ClusterPlan, RunPlan
-from rbench.coordinator import attempts
+from rbench.coordinator import attempts, orphans
 from rbench.coordinator.progress import ProgressPrinter
 from rbench.coordinator.timings import Timings
 from rbench.drivers.base import load_driver
@@ -203,7 +203,7 @@ class _Interrupts:
 def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: int | None = None,
                  out: TextIO | None = None, progress: bool = True, control_host: str | None = None,
                  timings: Timings | None = None, metrics_port: int | None = None, pushgateway: str | None = None,
-                 metrics_linger_s: float = 0.0) -> RunResult:
+                 metrics_linger_s: float = 0.0, queues_created: dict[str, list[str]] | None = None) -> RunResult:
     """Run every cluster of `workload` on `session`; samples land in out_root/<run_id>/.
 
     Call probe_clusters(workload) first for a fast, clear error when a broker is down.
@@ -243,6 +243,10 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
     routes = expected_queues(workload)
     # the reduce expects each message once per queue its producer's messages are routed to (fan-out)
     info.data["routes"] = None if routes is None else {str(p): qs for p, qs in routes.items()}
+    # what a later run deletes should this coordinator die without finishing (rbench.coordinator.orphans)
+    info.data["queues_created"] = queues_created or {}
+    info.data["coordinator"] = orphans.Heartbeat.identity()
+    heartbeat = orphans.Heartbeat(run_dir).start()
     interrupts = _Interrupts(control, session, out, info)
     interrupts.install()              # before run.json exists: from then on every interrupt reaches the tasks
     info.write()
@@ -254,6 +258,7 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
         control.close()
         interrupts.restore()
         info.finish("failed")
+        heartbeat.stop()
         raise
     status = "complete"
     print(f"rbench: run {run_id} → {run_dir}", file=out, flush=True)
@@ -321,6 +326,7 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
         raise
     finally:
         info.finish(status)           # first: nothing below may stop run.json from getting its final status
+        heartbeat.stop()
         printer.stop()
         if live is not None:
             rm.finish(live, pushgateway, metrics_linger_s, out, idle=control.idle)

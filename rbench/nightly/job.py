@@ -25,6 +25,8 @@ def run_and_reduce(workload: Workload, options: RunOptions, costs: str | None,
                    announce: Callable[[int, str], None]) -> Outcome:
     """Steps 1 and 2 of the nightly job; the reduce writes RUN_DIR/report (what the history reads)."""
     from rbench.config.durations import parse_seconds
+    from rbench.coordinator import orphans
+    from rbench.coordinator.cleanup import run_queues
     from rbench.coordinator.run import probe_clusters, run_workload
     from rbench.coordinator.summary import print_summary
     from rbench.reduce.job import reduce_runs
@@ -36,9 +38,12 @@ def run_and_reduce(workload: Workload, options: RunOptions, costs: str | None,
     except ValueError as exc:
         raise ConfigError(f"--metrics-linger: {exc}") from None
     probe_clusters(workload)
+    orphans.tidy(workload, options.out)          # last night's run, if its pod was killed outright
     session = local_session(options.master or _default_master(), app_name=f"rbench-nightly-{workload.name}", conf=conf)
-    result = run_workload(workload, options.out, session, tasks=options.tasks, progress=not options.quiet,
-                          metrics_port=options.metrics_port, pushgateway=options.pushgateway, metrics_linger_s=linger)
+    with run_queues(workload) as created:        # what the run creates is deleted afterwards, as `rbench run` does
+        result = run_workload(workload, options.out, session, tasks=options.tasks, progress=not options.quiet,
+                              metrics_port=options.metrics_port, pushgateway=options.pushgateway, metrics_linger_s=linger,
+                              queues_created=created)
     if result.status != "complete":
         print_summary(result.run_dir, None)
         return Outcome(result.run_dir, result.status)

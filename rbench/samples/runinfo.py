@@ -150,13 +150,18 @@ class RunInfo:
         self.write()
 
     def write(self) -> None:
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self.path.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(self.data, indent=2, default=str))
-            os.replace(tmp, self.path)
-        except OSError as exc:
-            raise SinkError(f"cannot write {self.path}: {exc.strerror}") from None
+        write_run_json(self.path, self.data)
+
+
+def write_run_json(path: Path, data: dict[str, Any]) -> None:
+    """Replace run.json in one step (a reader never sees half a file)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".json.tmp")
+        tmp.write_text(json.dumps(data, indent=2, default=str))
+        os.replace(tmp, path)
+    except OSError as exc:
+        raise SinkError(f"cannot write {path}: {exc.strerror}") from None
 
 
 def restarted_stage_note(cluster: dict[str, Any]) -> str | None:

@@ -1,0 +1,220 @@
+"""Runs whose coordinator died without finishing (kill -9, the OOM killer, a lost node or pod): found and
+tidied up by the next run of a workload into the same results folder.
+
+Why this is needed: Ctrl-C and SIGTERM are handled (the tasks commit, run.json gets its status, the run's
+queues are deleted), but a coordinator killed outright can do none of that. Its run.json would say
+``running`` for ever, and the queues it created would stay on the broker. There the next run of the same
+workload would find them, consume their old messages as stale deliveries, and take them for the user's own
+queues (docs/cluster.md), never to be deleted.
+
+How a dead coordinator is told from a live one: while a run runs, its coordinator touches
+``RUN_DIR/coordinator.alive`` every ``HEARTBEAT_S`` and removes it once run.json has its final status. A run
+still ``running`` is orphaned when that file is older than ``STALE_S``, or at once when the coordinator ran on
+this host and its pid is gone. A run without the file or the pid (written before this existed) is left alone.
+
+What is tidied: run.json gets status ``killed`` (with when and how it was found), and the queues the run
+itself created (``queues_created``: the workload's queues that did not exist before it) are deleted, only on
+clusters of the new workload with the same name and the same (masked) addresses. run.json keeps no
+credentials, so the new workload's are used.
+"""
+from __future__ import annotations
+
+import contextlib
+import datetime as dt
+import json
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TextIO
+
+from rbench.config.model import Workload
+from rbench.errors import RbenchError, SinkError, mask_uri
+from rbench.samples.runinfo import write_run_json
+
+ALIVE_FILE = "coordinator.alive"
+HEARTBEAT_S = 10.0
+STALE_S = 60.0          # six missed heartbeats: a coordinator this late is not coming back
+KILLED = "killed"
+
+
+class Heartbeat:
+    """Touches RUN_DIR/coordinator.alive every HEARTBEAT_S from a daemon thread, from start() to stop()."""
+
+    def __init__(self, run_dir: Path, every_s: float = HEARTBEAT_S) -> None:
+        self.path = run_dir / ALIVE_FILE
+        self.every_s = every_s
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    @staticmethod
+    def identity() -> dict[str, Any]:
+        """What run.json records of the coordinator, so a run on this host is found dead by its pid."""
+        return {"hostname": socket.gethostname(), "pid": os.getpid(), "alive_file": ALIVE_FILE,
+                "heartbeat_s": HEARTBEAT_S}
+
+    def start(self) -> Heartbeat:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.touch()                  # before run.json first says "running"
+        self._thread = threading.Thread(target=self._beat, name="rbench-heartbeat", daemon=True)
+        self._thread.start()
+        return self
+
+    def _beat(self) -> None:
+        while not self._stop.wait(self.every_s):
+            with contextlib.suppress(OSError):
+                self.path.touch()
+
+    def stop(self) -> None:
+        """Call once run.json has its final status."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5)
+        with contextlib.suppress(OSError):
+            self.path.unlink()
+
+
+@dataclass
+class Orphan:
+    run_dir: Path
+    data: dict[str, Any]
+    why: str
+    last_alive: float | None          # the heartbeat file's mtime (epoch s), when there was one
+
+    @property
+    def run_id(self) -> str:
+        return str(self.data.get("run_id", self.run_dir.name))
+
+
+def _pid_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False                   # someone else's live process
+    return False
+
+
+def _read(run_json: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(run_json.read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def _why_dead(run_dir: Path, data: dict[str, Any], now: float) -> tuple[str, float | None] | None:
+    """Why the run's coordinator is dead (and its last heartbeat), or None while it may be alive."""
+    coordinator = data.get("coordinator")
+    if not isinstance(coordinator, dict):
+        return None                    # an older run: no way to tell
+    try:
+        last: float | None = (run_dir / ALIVE_FILE).stat().st_mtime
+    except OSError:
+        last = None
+    pid, host = coordinator.get("pid"), coordinator.get("hostname")
+    if host == socket.gethostname() and isinstance(pid, int) and _pid_gone(pid):
+        return f"its coordinator (pid {pid} on {host}) is gone", last
+    if last is None:
+        return "its coordinator left no heartbeat", None
+    if now - last > STALE_S:
+        return f"its coordinator's last heartbeat was {now - last:.0f} s ago (on {host})", last
+    return None
+
+
+def find(out_root: str | Path, workload_name: str | None = None, now: float | None = None) -> list[Orphan]:
+    """Runs under ``out_root`` (of ``workload_name``, when given) left ``running`` by a coordinator that died."""
+    now = time.time() if now is None else now
+    found = []
+    for run_json in sorted(Path(out_root).glob("*/run.json")):
+        data = _read(run_json)
+        if data is None or data.get("status") != "running":
+            continue
+        if workload_name is not None and data.get("workload_name") != workload_name:
+            continue
+        dead = _why_dead(run_json.parent, data, now)
+        if dead is not None:
+            found.append(Orphan(run_json.parent, data, *dead))
+    return found
+
+
+def _iso(epoch_s: float) -> str:
+    return dt.datetime.fromtimestamp(epoch_s, dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def mark_killed(orphan: Orphan, now: float | None = None) -> bool:
+    """Give run.json its final status; False when the run finished meanwhile (read again just before)."""
+    path = orphan.run_dir / "run.json"
+    data = _read(path)
+    if data is None or data.get("status") != "running":
+        return False
+    now = time.time() if now is None else now
+    data["status"] = KILLED
+    data["ended_at"] = _iso(orphan.last_alive) if orphan.last_alive is not None else None
+    data["killed"] = {"found_at": _iso(now), "why": orphan.why,
+                      "last_alive_at": _iso(orphan.last_alive) if orphan.last_alive is not None else None}
+    for c in data.get("clusters", []):
+        if c.get("status") == "running":
+            c["status"] = KILLED
+        elif c.get("status") == "pending":
+            c["status"] = "not run"
+    write_run_json(path, data)
+    with contextlib.suppress(OSError):
+        (orphan.run_dir / ALIVE_FILE).unlink()
+    orphan.data = data
+    return True
+
+
+def _same_cluster(recorded: dict[str, Any], workload: Workload) -> Any:
+    for c in workload.clusters:
+        if c.name == recorded.get("name") and [mask_uri(u) for u in c.uris] == list(recorded.get("uris", [])):
+            return c
+    return None
+
+
+def delete_leftovers(orphan: Orphan, workload: Workload) -> dict[str, list[str]]:
+    """Delete the queues the orphaned run created, on the clusters ``workload`` shares with it; per cluster, what went."""
+    from rbench.coordinator.cleanup import delete_queues
+
+    created = orphan.data.get("queues_created") or {}
+    deleted: dict[str, list[str]] = {}
+    for recorded in orphan.data.get("clusters", []):
+        names = list(created.get(recorded.get("name"), []))
+        cluster = _same_cluster(recorded, workload) if names else None
+        if cluster is not None:
+            delete_queues(cluster, names)
+            deleted[cluster.name] = names
+    return deleted
+
+
+def tidy(workload: Workload, out_root: str | Path, out: TextIO | None = None) -> list[Orphan]:
+    """Before a run of ``workload`` into ``out_root``: mark its orphaned runs killed and delete their leftover queues.
+
+    One line per orphan on ``out``; a broker that refuses the deletion is one more line, never an error:
+    the new run must still start."""
+    import sys
+
+    out = out or sys.stderr
+    tidied = []
+    for orphan in find(out_root, workload.name):
+        try:
+            if not mark_killed(orphan):
+                continue
+        except SinkError as exc:
+            print(f"rbench: run {orphan.run_id} was left running ({orphan.why}) and {exc}", file=out, flush=True)
+            continue
+        tidied.append(orphan)
+        try:
+            deleted = delete_leftovers(orphan, workload)
+        except (RbenchError, OSError) as exc:
+            deleted = {}
+            print(f"rbench: could not delete what run {orphan.run_id} declared ({exc}); delete it by hand",
+                  file=out, flush=True)
+        what = "; ".join(f"deleted its {len(q)} queue(s) on cluster {c}" for c, q in deleted.items()) or \
+            "no queues of its own to delete on this workload's clusters"
+        print(f"rbench: run {orphan.run_id} was left running ({orphan.why}): marked {KILLED} in its run.json; {what}",
+              file=out, flush=True)
+    return tidied
