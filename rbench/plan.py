@@ -34,28 +34,31 @@ def cluster_target(workload: Workload, name: str) -> ClusterTarget:
 
 
 # features only the amqp091 driver implements: (what, is it used?)
-_AMQP091_ONLY = (
-    ("publisher.properties", lambda w: bool(w.publisher.properties)),
-    ("publisher.content_type", lambda w: w.publisher.content_type is not None),
-    ("publisher.random_routing_key", lambda w: w.publisher.random_routing_key),
-    ("publisher.tx_size", lambda w: w.publisher.tx_size > 0),
-    ("consumer.rate", lambda w: w.consumer.rate is not None),
-    ("consumer.global_prefetch", lambda w: w.consumer.global_prefetch > 0),
-    ("consumer.nack", lambda w: w.consumer.nack),
-    ("consumer.arguments", lambda w: bool(w.consumer.arguments)),
-    ("consumer.tx_size", lambda w: w.consumer.tx_size > 0),
-    ("consumer.exit_when: empty", lambda w: w.consumer.exit_when == "empty"),
-    ("consumer.pause", lambda w: w.consumer.pause is not None),
+_A091 = ("amqp091",)
+# settings only some drivers honour: (field, the drivers that do, whether the workload uses it)
+_DRIVER_ONLY = (
+    ("publisher.properties", _A091, lambda w: bool(w.publisher.properties)),
+    ("publisher.content_type", _A091, lambda w: w.publisher.content_type is not None),
+    ("publisher.random_routing_key", _A091, lambda w: w.publisher.random_routing_key),
+    ("publisher.tx_size", _A091, lambda w: w.publisher.tx_size > 0),
+    ("consumer.processing_delay", ("amqp091", "aiopika", "amqp10"), lambda w: w.consumer.processing_delay > 0),
+    ("consumer.rate", ("amqp091", "amqp10"), lambda w: w.consumer.rate is not None),
+    ("consumer.global_prefetch", _A091, lambda w: w.consumer.global_prefetch > 0),
+    ("consumer.nack", _A091, lambda w: w.consumer.nack),
+    ("consumer.arguments", _A091, lambda w: bool(w.consumer.arguments)),
+    ("consumer.tx_size", _A091, lambda w: w.consumer.tx_size > 0),
+    ("consumer.exit_when: empty", _A091, lambda w: w.consumer.exit_when == "empty"),
+    ("consumer.pause", _A091, lambda w: w.consumer.pause is not None),
 )
 
 
 def check_supported(workload: Workload) -> None:
     """Refuse, with one line, what the workload's driver cannot do or the broker would refuse."""
     driver = workload.resolved_driver()
-    if driver != "amqp091":
-        for what, used in _AMQP091_ONLY:
-            if used(workload):
-                raise ConfigError(f"{what}: honoured by the amqp091 driver only (this workload uses {driver})")
+    for what, drivers, used in _DRIVER_ONLY:
+        if driver not in drivers and used(workload):
+            raise ConfigError(f"{what}: honoured by the {' and '.join(drivers)} driver{'s' if len(drivers) > 1 else ''} "
+                              f"only (this workload uses {driver})")
     if workload.publisher.tx_size and workload.publisher.confirm:
         raise ConfigError("publisher.tx_size: the broker allows transactions or publisher confirms on a channel, "
                           "not both")

@@ -100,16 +100,12 @@ MATRIX: dict[str, DriverRow] = {row.name: row for row in (
         supports={"declare": True, "confirms": True, "ordered_confirms": True, "confirm_window": True,
                   "returns": "AMQP 1.0 has no mandatory flag: RabbitMQ 3.x accepts (and drops) a message "
                              "nothing is bound to; a released or modified outcome is reported through on_return",
-                  "prefetch": "link credit is a window topped up when half is used, and processing_delay_us "
-                              "is not simulated, so the broker's unacked count is not bounded at exactly prefetch",
+                  "prefetch": True,
                   "multi_ack": "dispositions are batched (one ranged disposition per N or per read), but the "
                                "suite's byte budget counts 21-byte 0.9.1 acks, and each 1.0 credit top-up is a "
                                "51-byte flow frame (tests/broker/test_amqp10_driver.py checks the batching)",
                   "streams": "RabbitMQ 3.x's AMQP 1.0 plugin cannot read a stream from an offset (4.x only)",
-                  "tls": True,
-                  "reconnect": "not yet: the C receiver does not read the message header's first-acquirer / "
-                               "delivery-count, so redeliveries after a reconnect would not be flagged; a lost "
-                               "connection fails the task (ConnectionLost, and on_lost for tasks that only consume)"}),
+                  "tls": True, "reconnect": True}),
     DriverRow(
         "stream", "stream", "stream", _stream_target, "delete_streams",
         supports={"declare": True, "confirms": True, "ordered_confirms": True, "confirm_window": True,

@@ -196,6 +196,29 @@ cdef int list_head(const uint8_t* p, Py_ssize_t* i, Py_ssize_t end, Py_ssize_t* 
     return 0
 
 
+cdef int header_redelivered(const uint8_t* p, Py_ssize_t n) except -1:
+    """1 when the message's header section says it was delivered before: first-acquirer false, or a
+    delivery-count above 0 (RabbitMQ 3.x sends first-acquirer true on a first delivery and false on a
+    redelivery). 0 without a header, or when neither field is there: the spec's defaults say nothing."""
+    cdef Py_ssize_t i = 0, list_end, count
+    cdef int first_acquirer = -1
+    cdef int64_t delivery_count = -1
+    if n < 3 or p[0] != 0x00 or read_descriptor(p, &i, n) != 0x70:
+        return 0
+    list_head(p, &i, n, &list_end, &count)
+    if count > 0:
+        i = skip_value(p, i, list_end)                   # durable
+    if count > 1:
+        i = skip_value(p, i, list_end)                   # priority
+    if count > 2:
+        i = skip_value(p, i, list_end)                   # ttl
+    if count > 3:
+        first_acquirer = read_bool(p, &i, list_end)
+    if count > 4:
+        delivery_count = read_uint(p, &i, list_end)
+    return 1 if first_acquirer == 0 or delivery_count > 0 else 0
+
+
 cdef object data_body(const uint8_t* p, Py_ssize_t n):
     """The body of a message: its data section(s) (or a binary amqp-value), as bytes."""
     cdef Py_ssize_t i = 0, start, size
@@ -463,6 +486,8 @@ cdef class Receiver:
     cdef public bint awaiting                # ... only when the broker has answered our last flow (_frames)
     cdef readonly uint32_t ack_every         # 0/1: settle once per read; N: every N deliveries
     cdef readonly bint settle                # False when the broker sends pre-settled (auto-ack)
+    cdef readonly bint manual                # the caller settles (accept) and grants credit: on_delivery is told
+    cdef public object on_delivery           # manual: called (delivery_id, t_ns) after on_message (set by the caller)
     cdef public int64_t credit
     cdef public uint32_t delivery_count
     cdef public uint32_t next_incoming_id    # session: next transfer-id expected from the broker
@@ -479,7 +504,7 @@ cdef class Receiver:
     cdef uint32_t last_pending
 
     def __cinit__(self, uint16_t channel, uint32_t handle, on_message, uint32_t window, uint32_t ack_every,
-                  bint settle, uint32_t next_incoming_id):
+                  bint settle, uint32_t next_incoming_id, bint manual=False):
         self.channel = channel
         self.handle = handle
         self.on_message = on_message
@@ -489,6 +514,9 @@ cdef class Receiver:
         self.settle = settle
         self.next_incoming_id = next_incoming_id
         self.partial = bytearray()
+        self.manual = manual
+        if manual and window:
+            raise ValueError("a receiver whose caller settles also grants its credit: window must be 0")
 
     def write_flow(self, bytearray out not None, uint32_t credit, bint drain=False):
         """Append a flow frame granting ``credit`` (session windows restated) to ``out``."""
@@ -526,6 +554,12 @@ cdef class Receiver:
         self.dispositions += 1
         return 0
 
+    def accept(self, bytearray out not None, uint32_t first, uint32_t last):
+        """Manual settlement: append one disposition accepting and settling delivery-ids first..last."""
+        self.first_pending = first
+        self.last_pending = last
+        self._write_disposition(out)
+
     def flush_dispositions(self, bytearray out not None):
         """Settle every delivery received so far (one ranged disposition); True if one was written."""
         if self.pending:
@@ -542,6 +576,7 @@ cdef class Receiver:
         cdef Py_ssize_t n = 0
         cdef object body
         cdef int wrote = 0
+        cdef int redelivered
         self.next_incoming_id += 1
         if self.stopped:
             return 0
@@ -581,13 +616,20 @@ cdef class Receiver:
             delivery_id = self.partial_id
             settled = self.partial_settled
             body = data_body(<const uint8_t*>PyByteArray_AS_STRING(self.partial), PyByteArray_GET_SIZE(self.partial))
+            redelivered = header_redelivered(<const uint8_t*>PyByteArray_AS_STRING(self.partial),
+                                             PyByteArray_GET_SIZE(self.partial))
             del self.partial[:]
         else:
             body = data_body(p + list_end, end - list_end)
+            redelivered = header_redelivered(p + list_end, end - list_end)
         self.received += 1
         self.delivery_count += 1
         self.credit -= 1
-        self.on_message(body, False, t)
+        self.on_message(body, redelivered == 1, t)
+        if self.manual:
+            if settled != 1 and delivery_id >= 0:
+                self.on_delivery(delivery_id, t)
+            return 0
         if self.settle and settled != 1 and delivery_id >= 0:
             if self.pending == 0:
                 self.first_pending = <uint32_t>delivery_id

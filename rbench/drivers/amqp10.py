@@ -15,13 +15,17 @@ Mapping onto the runtime's contract:
 - a consumer is a receiving link: ``prefetch`` (or the URI's ``credit``) is the credit
   window, topped up when half is used; deliveries are accepted with one ranged
   disposition per read (or every ``multi_ack_every``); ``auto_ack`` asks for pre-settled;
+  ``processing_delay_us`` / ``rate`` settle each message once its simulated work is done, with at
+  most ``prefetch`` unsettled; the header's first-acquirer / delivery-count give ``redelivered``;
 - RabbitMQ 3.x cannot declare queues over AMQP 1.0 (/amq/queue/Q must exist), so
   ``declare`` and the delete helpers use a lazily opened AMQP 0.9.1 connection.
 """
 from __future__ import annotations
 
 import asyncio
+import collections
 import ssl
+import time
 from typing import Any
 from urllib.parse import quote
 
@@ -35,6 +39,7 @@ from rbench.drivers.replies import AccessRefused, NotFound
 from rbench.errors import BrokerError, CodecError, os_error_text
 
 CONNECT_TIMEOUT_S = 9.0
+
 LINGER_S = 0.05              # with multi_ack_every, dispositions still pending are sent after this long
 
 
@@ -170,17 +175,71 @@ class Amqp10Publisher:
 
 
 class Amqp10Consumer:
-    """A receiving link: the C ``Receiver`` takes transfers, settles and tops credit up."""
+    """A receiving link: the C ``Receiver`` takes transfers, settles and tops credit up.
 
-    def __init__(self, conn: Connection, session: Session, receiver: Receiver) -> None:
+    With ``processing_delay_us`` (or a consumer ``rate``) each message is "worked on" for that long, one
+    after the other, on the virtual clock of the AMQP 0.9.1 driver: message k is done at
+    max(done(k-1), arrival(k)) + delay, and only then accepted. The receiver then settles nothing itself
+    (``manual``): this class accepts what is done, and grants credit so that at most ``prefetch``
+    deliveries are unsettled, as a 0.9.1 consumer's qos bounds its unacked messages."""
+
+    def __init__(self, conn: Connection, session: Session, receiver: Receiver, delay_ns: int = 0,
+                 prefetch: int = 0) -> None:
         self._conn = conn
         self._session = session
         self._receiver = receiver
         self._linger: asyncio.TimerHandle | None = None
         self.error: BaseException | None = None
+        self._delay_ns = delay_ns
+        self._prefetch = prefetch
+        self._work: collections.deque[tuple[int, int]] = collections.deque()     # (done at ns, delivery-id)
+        self._work_done_at = 0
+        self._settled = 0
+        self._worker: asyncio.Task[None] | None = None
+        self._work_waiter: asyncio.Future[None] | None = None
         session.close_listeners.append(self._on_close)
-        if receiver.ack_every > 1:
+        if receiver.manual:
+            receiver.on_delivery = self._on_delivery
+            self._worker = conn.loop.create_task(self._work_loop())
+        elif receiver.ack_every > 1:
             self._linger = conn.loop.call_later(LINGER_S, self._settle_pending)
+
+    def _on_delivery(self, delivery_id: int, t_ns: int) -> None:
+        done = max(self._work_done_at, t_ns) + self._delay_ns
+        self._work_done_at = done
+        self._work.append((done, delivery_id))
+        w = self._work_waiter
+        if w is not None and not w.done():
+            w.set_result(None)
+
+    async def _work_loop(self) -> None:
+        loop, work = self._conn.loop, self._work
+        while self.error is None:
+            if not work:
+                self._work_waiter = loop.create_future()
+                await self._work_waiter
+                continue
+            wait_ns = work[0][0] - time.time_ns()
+            if wait_ns > 0:
+                await asyncio.sleep(wait_ns / 1e9)
+            self._accept_done(time.time_ns())
+
+    def _accept_done(self, now_ns: int) -> None:
+        """Accept the deliveries whose work is done by ``now_ns`` (ranges of consecutive ids), then restore
+        the credit they held."""
+        work, r, out = self._work, self._receiver, self._conn.reader.out
+        n = 0
+        while work and work[0][0] <= now_ns:
+            first = last = work.popleft()[1]
+            n += 1
+            while work and work[0][0] <= now_ns and work[0][1] == ((last + 1) & 0xFFFFFFFF):
+                last = work.popleft()[1]
+                n += 1
+            r.accept(out, first, last)
+        if n and self.error is None and not r.stopped:
+            self._settled += n
+            r.write_flow(out, max(0, self._prefetch - (int(r.received) - self._settled)))
+            self._conn.schedule_flush()
 
     @property
     def received(self) -> int:
@@ -199,8 +258,13 @@ class Amqp10Consumer:
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None
+        if self._worker is not None:
+            self._worker.cancel()
         r = self._receiver
         if self._conn.error is None and self._session.error is None:
+            if r.manual:
+                r.write_flow(self._conn.reader.out, 0)       # no more deliveries while the work in progress is settled
+                self._accept_done(2**63 - 1)
             r.flush_dispositions(self._conn.reader.out)     # everything handed to on_message is accepted
         r.stopped = True
         await self._session.close(r.handle)
@@ -209,11 +273,11 @@ class Amqp10Consumer:
 class Amqp10Driver:
     """The `amqp10` driver: one AMQP 1.0 connection, a session per link; declarations over AMQP 0.9.1.
 
-    It does not ride through a lost connection (``reconnect = False``, docs/drivers.md): deliveries do
-    not carry the broker's redelivered flag yet. A loss fails the task: publishers raise ConnectionLost
-    and ``on_lost`` is told, so a task that only consumes fails too instead of waiting."""
+    It rides through a lost connection like the 0.9.1 drivers (``reconnect = True``, docs/drivers.md):
+    publishers raise ConnectionLost, ``on_lost`` is told once, and a fresh driver gets the deliveries
+    left unsettled back flagged ``redelivered`` (RabbitMQ sets the header's first-acquirer false)."""
 
-    reconnect = False
+    reconnect = True
 
     def __init__(self) -> None:
         self.uri: str | None = None
@@ -307,12 +371,18 @@ class Amqp10Driver:
         except BaseException:
             conn.forget(session)
             raise
-        receiver = Receiver(session.channel, 0, on_message, window, every, not spec.auto_ack,
-                            session.remote_next_outgoing_id)
+        delay_ns = spec.processing_delay_us * 1000
+        if spec.rate:          # PerfTest -R: a consumer finishes at most `rate` messages per second
+            delay_ns = max(delay_ns, int(1e9 / spec.rate))
+        manual = bool(delay_ns) and not spec.auto_ack
+        # a slow consumer settles (and grants credit) itself; the receiver only reports what arrives
+        receiver = Receiver(session.channel, 0, on_message, 0 if manual else window, every, not spec.auto_ack,
+                            session.remote_next_outgoing_id, manual)
         conn.reader.add_receiver(session.remote_channel, receiver)
+        consumer = Amqp10Consumer(conn, session, receiver, delay_ns if manual else 0, window)
         receiver.write_flow(conn.reader.out, window)
         conn.flush()
-        return Amqp10Consumer(conn, session, receiver)
+        return consumer
 
     async def aclose(self) -> None:
         self._closed = True

@@ -211,3 +211,52 @@ def test_the_unsettled_ring_grows_and_settles_out_of_order() -> None:
     s.settle(0, written - 1)
     assert sorted(seq for seq, _ in sink.confirms) == [1000 + i for i in range(written)]
     assert s.outstanding == 0
+
+
+def _transfer_frame(channel: int, delivery_id: int, payload: bytes) -> bytes:
+    """A transfer frame (handle 0, unsettled) carrying ``payload``, written with the general codec."""
+    from rbench.codec.amqp10 import UInt, encode_value
+
+    perf = encode_value(Described(0x14, [UInt(0), UInt(delivery_id), delivery_id.to_bytes(4, "big"), UInt(0), False]))
+    body = perf + payload
+    return struct.pack(">IBBH", 8 + len(body), 2, 0, channel) + body
+
+
+@pytest.mark.parametrize(("header", "redelivered"), [
+    (None, False),                                      # no header section
+    ([False, None, None, True], False),                 # RabbitMQ 3.x, a first delivery: first-acquirer true
+    ([False, None, None, False], True),                 # RabbitMQ 3.x, a redelivery: first-acquirer false
+    ([True, None, None, True, 2], True),                # delivered twice before (delivery-count)
+    ([True], False),                                    # neither field: the spec's defaults say nothing
+])
+def test_the_header_section_says_whether_a_delivery_is_a_redelivery(header: list[object] | None,
+                                                                   redelivered: bool) -> None:
+    from rbench.codec.amqp10 import UInt, encode_data, encode_value
+
+    got: list[tuple[bytes, bool]] = []
+    rx = FrameReader()
+    rx.add_receiver(0, Receiver(0, 0, lambda b, r, t: got.append((bytes(b), r)), 10, 0, True, 0))
+    fields = [UInt(v) if isinstance(v, int) and not isinstance(v, bool) else v for v in header or []]
+    section = encode_value(Described(0x70, fields)) if header is not None else b""
+    rx.feed(_transfer_frame(0, 0, section + encode_data(b"body")))
+    assert got == [(b"body", redelivered)]
+
+
+def test_a_manual_receiver_reports_each_delivery_and_settles_only_when_told() -> None:
+    """Simulated processing time: the receiver writes no disposition or flow of its own; the caller
+    accepts ranges (one disposition each) and grants credit."""
+    from rbench.codec.amqp10 import encode_data
+
+    ids: list[int] = []
+    r = Receiver(0, 0, lambda *a: None, 0, 0, True, 0, True)
+    r.on_delivery = lambda delivery_id, t: ids.append(delivery_id)
+    with pytest.raises(ValueError, match="window must be 0"):
+        Receiver(0, 0, lambda *a: None, 10, 0, True, 0, True)
+    rx = FrameReader()
+    rx.add_receiver(0, r)
+    rx.feed(b"".join(_transfer_frame(0, i, encode_data(b"x")) for i in range(4)))
+    assert ids == [0, 1, 2, 3] and rx.out == bytearray() and r.pending == 0
+    out = bytearray()
+    r.accept(out, 0, 2)
+    ((_, disposition, _),) = frames(bytes(out))
+    assert disposition.descriptor == 0x15 and disposition.value[:4] == [True, 0, 2, True]

@@ -64,3 +64,14 @@ def test_shipped_backlog_workloads_validate() -> None:
     check_supported(full)
     check_supported(small)
     assert small.duration is not None and small.duration < 60
+
+
+def test_consumer_processing_time_is_refused_where_a_driver_would_ignore_it() -> None:
+    """The stream driver does not simulate processing time: a workload asking for it is refused, not run
+    as if the consumers were fast. amqp10 simulates processing_delay and rate (settling when done)."""
+    with pytest.raises(ConfigError, match="consumer.processing_delay: honoured by the amqp091 and aiopika and "
+                                          "amqp10 drivers only \\(this workload uses stream\\)"):
+        check_supported(_w(driver="stream", consumer={"processing_delay": 0.001}))
+    with pytest.raises(ConfigError, match="consumer.rate: honoured by the amqp091 and amqp10 drivers only"):
+        check_supported(_w(driver="aiopika", consumer={"rate": 100}))
+    check_supported(_w(driver="amqp10", consumer={"processing_delay": 0.001, "rate": 100}))
