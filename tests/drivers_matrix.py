@@ -32,7 +32,8 @@ FEATURES: dict[str, str] = {
     "tls": "connects over TLS (a TLS-terminating proxy in front of the broker) and round-trips messages",
     "reconnect": "a connection cut (TCP proxy) is one `ConnectionLost`: `open()`'s `on_lost` is called once (never "
                  "by `aclose()`), `ready()`/`publish()` raise it, `uri` names the URI opened; a fresh driver gets the "
-                 "deliveries left unacked back with the broker's redelivered flag (the runtime rides through it)",
+                 "deliveries left unacked back with the broker's redelivered flag, or, on a stream, a consumer's "
+                 "`resume_spec` starts after what it handled (the runtime rides through it)",
 }
 
 # what every driver must do; not a column because there is no skipping it
@@ -115,9 +116,7 @@ MATRIX: dict[str, DriverRow] = {row.name: row for row in (
                   "multi_ack": "stream consumers do not ack; the driver gives credit back per chunk",
                   "streams": True,
                   "tls": "rabbitmq-stream+tls:// is refused by stream_wire.parse_stream_uri (not implemented)",
-                  "reconnect": "re-subscribing where a consumer stopped needs its last offset, which the driver "
-                               "contract does not carry (the spec's offset would deliver the stream again), and a "
-                               "publisher must find its stream's new leader: a lost connection fails the task"}),
+                  "reconnect": True}),
 )}
 
 

@@ -28,6 +28,7 @@ import asyncio
 import functools
 import logging
 import struct
+from dataclasses import replace
 from typing import Any, cast
 
 from rstream import schema
@@ -48,7 +49,7 @@ from rbench.drivers.stream_wire import (
     open_connection,
     stream_uri_from_amqp,
 )
-from rbench.errors import BrokerError, CodecError, ConfigError, ConnectError
+from rbench.errors import BrokerError, CodecError, ConfigError, ConnectError, ConnectionLost
 
 log = logging.getLogger(__name__)
 
@@ -322,6 +323,13 @@ class StreamConsumer:
     def on_connection_lost(self, err: BrokerError) -> None:
         self.error = err
 
+    def resume_spec(self, spec: ConsumerSpec) -> ConsumerSpec:
+        """The spec to subscribe again with after a lost connection: from the first offset not yet handled
+        (the spec's own offset would deliver the stream again from its start)."""
+        if self.next_offset is None:
+            return spec
+        return replace(spec, offset=f"offset:{self.next_offset}")
+
     async def aclose(self) -> None:
         proto = self._proto
         if proto.closed is None:
@@ -339,11 +347,12 @@ class StreamConsumer:
 class StreamDriver:
     """The ``stream`` driver (see the module docstring).
 
-    It does not ride through a lost connection (``reconnect = False``, docs/drivers.md): re-subscribing
-    would need each consumer's last offset, which the contract does not carry, and a publisher its
-    stream's new leader. A loss fails the publishers; ``on_lost`` is not called."""
+    It rides through a lost connection (``reconnect = True``, docs/drivers.md): any of its connections
+    lost (or a stream's leader gone, STREAM_NOT_AVAILABLE) is one ``ConnectionLost`` for ``on_lost`` and
+    the publishers; the fresh driver's publishers find the stream's leader again, and its consumers
+    resume where the old ones stopped (``StreamConsumer.resume_spec``), so nothing is delivered twice."""
 
-    reconnect = False
+    reconnect = True
 
     def __init__(self) -> None:
         self.uri: str | None = None
@@ -353,9 +362,12 @@ class StreamDriver:
         self._locator: StreamProtocol | None = None
         self._server: dict[str, str] = {}
         self._connections: list[StreamProtocol] = []   # publishers' and consumers', closed by aclose()
+        self._on_lost: OnLost | None = None
 
     async def open(self, target: ClusterTarget, on_lost: OnLost | None = None) -> None:
-        """Connect the locator to the first stream URI that answers (``on_lost`` is not used: see the class)."""
+        """Connect the locator to the first stream URI that answers; ``on_lost`` hears once of any of this
+        driver's connections lost (never because of ``aclose()``)."""
+        self._on_lost = on_lost
         self._uris = stream_uris(target)
         self._amqp_uris = tuple(u for u in target.uris if u.startswith("amqp"))
 
@@ -370,6 +382,12 @@ class StreamDriver:
         self._uri = await first_that_answers(self._uris, open_one, CONNECT_TIMEOUT_S * len(self._uris) + 1, why,
                                              "RabbitMQ streams")
         self.uri = self._uri
+        self._loc().on_lost = self._lost
+
+    def _lost(self, err: ConnectionLost) -> None:
+        on_lost, self._on_lost = self._on_lost, None
+        if on_lost is not None:
+            on_lost(err)
 
     def _loc(self) -> StreamProtocol:
         if self._locator is None:
@@ -459,6 +477,7 @@ class StreamDriver:
 
     async def _connect(self, name: str, host_port: tuple[str, int] | None = None) -> StreamProtocol:
         proto, _ = await open_connection(self._uri, name, host_port=host_port)
+        proto.on_lost = self._lost
         self._connections = [c for c in self._connections if c.closed is None]
         self._connections.append(proto)
         return proto
@@ -513,6 +532,7 @@ class StreamDriver:
 
     async def aclose(self) -> None:
         """Close the locator and any publisher/consumer connection still open (bounded)."""
+        self._on_lost = None                       # what closes now is not a loss
         for proto in self._connections:
             if proto.closed is None:
                 await proto.close(timeout=1.0)

@@ -34,7 +34,7 @@ from rstream.client import Client
 from rstream.encoding import decode_frame, encode_frame
 
 from rbench.config.uri import AMQP_SCHEMES, STREAM_SCHEMES, parse_uri
-from rbench.drivers.replies import named
+from rbench.drivers.replies import ConnectionLost, named
 from rbench.errors import BrokerError, ConfigError, ConnectError, mask_uri, os_error_text
 
 log = logging.getLogger(__name__)
@@ -153,6 +153,9 @@ class StreamProtocol(asyncio.Protocol):
         self._need = 0
         self._writable: asyncio.Future[None] | None = None
         self.closed: BrokerError | None = None
+        self.closing = False                   # close() was called: the end of the socket is not a loss
+        # told once when the connection is lost without close() or the broker's Close: the driver's on_lost
+        self.on_lost: Callable[[ConnectionLost], None] | None = None
         self._heartbeat: asyncio.TimerHandle | None = None
         self._loop = asyncio.get_running_loop()
 
@@ -186,9 +189,18 @@ class StreamProtocol(asyncio.Protocol):
             await asyncio.shield(self._writable)
 
     def connection_lost(self, exc: Exception | None) -> None:
+        lost = None
         if self.closed is None:
-            self.closed = BrokerError(f"stream connection {self.name} lost{f': {exc}' if exc else ''}")
+            lost = self.closed = ConnectionLost(f"stream connection {self.name} lost{f': {exc}' if exc else ''}",
+                                                scope="connection")
         self._fail_all(self.closed)
+        if lost is not None and not self.closing:
+            self._report_lost(lost)
+
+    def _report_lost(self, err: ConnectionLost) -> None:
+        on_lost, self.on_lost = self.on_lost, None
+        if on_lost is not None:
+            on_lost(err)
 
     def _fail_all(self, err: BrokerError) -> None:
         if self._heartbeat is not None:
@@ -265,6 +277,11 @@ class StreamProtocol(asyncio.Protocol):
             slen = struct.unpack_from(">H", data, start + 6)[0]
             stream = data[start + 8:start + 8 + slen].decode()
             err = response_error(code, f"stream {stream!r} changed")
+            if code == 6 and not self.closing:
+                # STREAM_NOT_AVAILABLE: its leader or a replica went away (a node lost): ride through like a
+                # lost connection (the reconnect finds the new leader); a deleted stream stays an error
+                err = ConnectionLost(str(err), scope="stream")
+                self._report_lost(err)
             for p in list(self.publishers.values()):
                 if p.stream == stream:
                     p.on_connection_lost(err)
@@ -319,6 +336,7 @@ class StreamProtocol(asyncio.Protocol):
 
     async def close(self, timeout: float = 3.0) -> None:
         """Polite Close, then drop the socket (bounded: a dead broker does not hang us)."""
+        self.closing = True
         if self._heartbeat is not None:
             self._heartbeat.cancel()
         if self.closed is None and self.transport is not None and not self.transport.is_closing():

@@ -105,6 +105,13 @@ async def _closed() -> Consumer:
     return _Exited()
 
 
+def _resumed(spec: ConsumerSpec, old: Consumer | None) -> ConsumerSpec:
+    """A consumer subscribed again after a lost connection: where its driver says to go on from (a stream
+    consumer from the first offset it had not handled), else its own spec."""
+    resume = getattr(old, "resume_spec", None)
+    return spec if resume is None else resume(spec)
+
+
 class TaskRun:
     def __init__(self, plan: TaskPlan, attempt: int, barrier: Barrier | None, all_gather: AllGather | None) -> None:
         self.plan = plan
@@ -305,7 +312,9 @@ class TaskRun:
     async def _open_consumers(self, driver: Driver) -> list[Consumer]:
         """The consumers started so far, again, each with its ConsumerTap (counts and limits go on); those
         exit_when closed stay closed (a placeholder keeps the positions)."""
-        specs = self.plan.consumers[:len(self.consumer_states)]
+        started = self.plan.consumers[:len(self.consumer_states)]
+        old = list(self.consumers)                        # the lost connection's, position by position
+        specs = [_resumed(spec, old[i] if i < len(old) else None) for i, spec in enumerate(started)]
         made = await asyncio.gather(*(driver.consumer(spec, state) if i not in self._exited else _closed()
                                       for i, (spec, state) in enumerate(zip(specs, self.consumer_states))),
                                     return_exceptions=True)

@@ -628,10 +628,12 @@ def test_tls_round_trip(row: DriverRow, endpoint: str, tcp_proxy: MakeProxy, tls
 
 def test_a_lost_connection_is_one_named_error_for_the_runtime_to_ride_through(
         row: DriverRow, endpoint: str, proxy: TcpProxy, unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
-    """Cut with deliveries held unacked: on_lost once, ConnectionLost from ready()/publish(), and a fresh
-    driver (what the runtime opens) gets every held delivery back flagged redelivered."""
+    """Cut with deliveries taken: on_lost once, ConnectionLost from ready()/publish(), and what a fresh driver
+    (what the runtime opens) delivers: every delivery held unacked comes back flagged redelivered; on a
+    stream, which has no acks, the consumer's resume_spec starts exactly after what it had handled."""
     need(row, "reconnect")
     n = 30
+    stream = row.queue_type == "stream"
 
     async def main() -> None:
         uri = proxy.uri(endpoint)
@@ -646,7 +648,9 @@ def test_a_lost_connection_is_one_named_error_for_the_runtime_to_ride_through(
             await publish_stamped(pub, range(n))
             assert await pub.drain(10) == 0
             held = Inbox()       # busy 60 s with its first message: nothing is acked before the cut
-            await d.consumer(ConsumerSpec(0, unique_name, prefetch=n, processing_delay_us=60_000_000), held)
+            spec = ConsumerSpec(0, unique_name, prefetch=n, processing_delay_us=0 if stream else 60_000_000,
+                                offset="first")
+            first = await d.consumer(spec, held)
             assert await held.wait_for(1) and held.redelivered == 0
             await asyncio.sleep(0.3)                          # the broker has sent its prefetch
             assert proxy.cut() >= 1
@@ -657,6 +661,7 @@ def test_a_lost_connection_is_one_named_error_for_the_runtime_to_ride_through(
             with pytest.raises(ConnectionLost):
                 await asyncio.wait_for(pub.ready(), 5)
                 pub.publish(new_payload(SIZE), n)
+            again_spec = first.resume_spec(spec) if stream else ConsumerSpec(0, unique_name, prefetch=100)  # type: ignore[attr-defined]
         finally:
             await asyncio.wait_for(d.aclose(), 10)
         again: list[BaseException] = []
@@ -664,10 +669,24 @@ def test_a_lost_connection_is_one_named_error_for_the_runtime_to_ride_through(
         await asyncio.wait_for(d2.open(row.target(uri), again.append), 10)
         try:
             inbox = Inbox()
-            await d2.consumer(ConsumerSpec(0, unique_name, prefetch=100), inbox)
-            assert await inbox.wait_for(n), f"{len(inbox.stamps)} of {n} delivered after the reconnect"
-            assert sorted(inbox.stamps) == sorted(set(inbox.stamps)) and len(inbox.stamps) == n
-            assert inbox.redelivered >= len(held.stamps) >= 1, (inbox.redelivered, len(held.stamps))
+            if stream:
+                # n more after the cut: the resumed consumer gets exactly those and whatever of the first n it had
+                # not handled, never the stream from its start again (what the spec's offset=first would do)
+                assert again_spec.offset == f"offset:{len(held.stamps)}"
+                pub2 = await d2.publisher(pub_spec(unique_name, confirm=True, confirm_window=100), Sink())
+                await publish_stamped(pub2, range(n, 2 * n))
+                assert await pub2.drain(10) == 0
+                await d2.consumer(again_spec, inbox)
+                want = 2 * n - len(held.stamps)
+                assert await inbox.wait_for(want), f"{len(inbox.stamps)} of {want} delivered after the reconnect"
+                await asyncio.sleep(0.3)
+                assert sorted(stamp[1] for stamp in held.stamps + inbox.stamps) == list(range(2 * n))
+                assert inbox.redelivered == 0
+            else:
+                await d2.consumer(again_spec, inbox)
+                assert await inbox.wait_for(n), f"{len(inbox.stamps)} of {n} delivered after the reconnect"
+                assert sorted(inbox.stamps) == sorted(set(inbox.stamps)) and len(inbox.stamps) == n
+                assert inbox.redelivered >= len(held.stamps) >= 1, (inbox.redelivered, len(held.stamps))
         finally:
             await asyncio.wait_for(d2.aclose(), 10)
         assert again == []                                    # aclose() is not a loss

@@ -135,6 +135,35 @@ def test_a_cut_connection_is_ridden_through(driver: str, rate: int, connections:
     assert proxy.accepted == 2 * connections  # the first connection(s) and the reconnect
 
 
+def test_a_stream_task_rides_through_and_its_consumers_resume_where_they_stopped(
+        amqp_url: str, stream_url: str, unique_name: str, queues: list[str], tcp_proxy: MakeProxy, tmp_path: Path,
+        run: LoopRunner) -> None:
+    """The stream driver: the cut connections (locator, publishers', consumers') are one loss; the publishers
+    come back on the stream, and each consumer resumes at the first offset it had not handled, so nothing
+    is delivered twice (a stream has no redelivered flag to tell a copy by)."""
+    proxy = tcp_proxy(host_port(stream_url, 5552))
+    data = workload_dict(amqp_url, unique_name, **{"driver": "stream", "producers": PRODUCERS, "consumers": 2,
+                                                   "rate": RATE, "duration": DURATION})
+    data["clusters"] = [{"name": "local", "uris": [amqp_url], "stream_uris": [proxy.uri(stream_url)]}]
+    data["queues"] = {"pattern": f"{unique_name}-%d", "from": 1, "to": 2, "type": "stream"}
+    (p,) = plan(workload_from_dict(data), "local", 1, "run", str(tmp_path))
+    task = TaskRun(p, 0, None, None)
+    cut_at: list[int] = []
+
+    def cut() -> None:
+        cut_at.append(time.time_ns())
+        assert proxy.cut() >= 1
+
+    _after(1.8, cut)
+    result = _run(task, run)
+    assert cut_at
+    rec = _check_rode_through(result, tmp_path / "run", cut_at[0])
+    assert f":{proxy.port}/" in rec["uri"]
+    consumed = read(tmp_path / "run", "consumed")
+    copies = Counter(keys(consumed))
+    assert max(copies.values()) == 1, "a stream message delivered twice after the reconnect"
+
+
 @pytest.mark.loops("uvloop")
 def test_fail_over_to_the_next_uri_when_the_first_is_gone(amqp_url: str, unique_name: str, queues: list[str],
                                                           tcp_proxy: MakeProxy, tmp_path: Path,
