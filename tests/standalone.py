@@ -1,12 +1,19 @@
-"""A Spark standalone cluster on this machine for the tests (scripts/spark-standalone.sh), and spark-submit's environment."""
+"""A Spark standalone cluster on this machine for the tests (scripts/spark-standalone.sh), spark-submit's environment,
+and waiting on a run in a subprocess."""
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TypeVar
+
+import pytest
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "scripts" / "spark-standalone.sh"
@@ -32,3 +39,19 @@ def standalone_cluster(port: str, cores: str, **env: str) -> Iterator[str]:
         yield started.stdout.strip()
     finally:
         subprocess.run(["bash", str(SCRIPT), "stop", port], capture_output=True, env=full_env, timeout=60)
+
+
+def wait_for(what: str, find: Callable[[], T | None], proc: subprocess.Popen[str], timeout_s: float) -> T:
+    """What ``find`` returns once it is truthy; the test fails when ``proc`` (a run in a subprocess) ends first
+    (with the end of its output) or nothing is found within ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = find()
+        if found:
+            return found
+        if proc.poll() is not None:
+            out, err = proc.communicate()
+            pytest.fail(f"the run ended (exit {proc.returncode}) before {what}: {(out or '')[-1500:]}\n"
+                        f"{(err or '')[-3000:]}")
+        time.sleep(0.1)
+    pytest.fail(f"no {what} within {timeout_s:.0f} s")

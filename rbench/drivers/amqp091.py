@@ -12,7 +12,6 @@ consumer, one short-lived channel for declarations.
 from __future__ import annotations
 
 import asyncio
-import collections
 import itertools
 import ssl
 import time
@@ -26,6 +25,7 @@ from rbench.drivers.amqp091_protocol import FLUSH_BYTES, Channel, Connection
 from rbench.drivers.base import OnLost, OnMessage, PublishSink
 from rbench.drivers.connect import LossWatch, first_that_answers, tls_context
 from rbench.drivers.replies import AccessRefused, NotAllowed, PreconditionFailed
+from rbench.drivers.work import SimulatedWork
 from rbench.errors import BrokerError, CodecError, os_error_text
 
 CONNECT_TIMEOUT_S = 9.0
@@ -265,8 +265,8 @@ class Amqp091Consumer:
     """basic.consume with prefetch, (multi-)acks, auto-ack and simulated processing time.
 
     With ``processing_delay_us`` each message is "worked on" for that long, one after
-    the other: message k is done at max(done(k-1), arrival(k)) + delay, and it is
-    acked once done -- a virtual clock, so a 50 µs delay costs no 50 µs timer.
+    the other, and acked once done (rbench.drivers.work: a virtual clock, so a 50 µs
+    delay costs no 50 µs timer).
     """
 
     def __init__(self, conn: Connection, channel: Channel, spec: ConsumerSpec, on_message: OnMessage) -> None:
@@ -288,10 +288,7 @@ class Amqp091Consumer:
         self._last_tag = 0
         self._acked_tag = 0
         self._linger: asyncio.TimerHandle | None = None
-        self._work: collections.deque[tuple[int, int]] = collections.deque()
-        self._work_done_at = 0
-        self._worker: asyncio.Task[None] | None = None
-        self._work_waiter: asyncio.Future[None] | None = None
+        self._work: SimulatedWork | None = None
         self._tag = ""
         self.cancelled = False
         self.error: BaseException | None = None
@@ -310,7 +307,7 @@ class Amqp091Consumer:
             await ch.rpc(TX_SELECT, (), (TX_SELECT_OK,), "tx.select")
         self._conn.reader.set_deliver_handler(ch.number, self._on_deliver)
         if self._delay_ns and not self._auto_ack:
-            self._worker = self._conn.loop.create_task(self._work_loop())
+            self._work = SimulatedWork(self._conn.loop, self._delay_ns, self._processed_all).start()
         arguments = dict(spec.extra.get("arguments", {})) if spec.extra else {}
         _, args = await ch.rpc(K.BASIC_CONSUME, (0, spec.queue, "", False, spec.auto_ack, False, False, arguments),
                                (K.BASIC_CONSUME_OK,), f"consume from {spec.queue!r}")
@@ -338,13 +335,8 @@ class Amqp091Consumer:
         self._on_message(body, redelivered, t_ns)
         if self._auto_ack:
             return
-        if self._delay_ns:
-            done = max(self._work_done_at, t_ns) + self._delay_ns
-            self._work_done_at = done
-            self._work.append((done, tag))
-            w = self._work_waiter
-            if w is not None and not w.done():
-                w.set_result(None)
+        if self._work is not None:
+            self._work.add(tag, t_ns)
             return
         # _processed(tag), inlined: this runs once per delivered message
         self._last_tag = tag
@@ -397,34 +389,22 @@ class Amqp091Consumer:
         if self._pending:
             self._send_ack()
 
-    async def _work_loop(self) -> None:
-        loop = self._conn.loop
-        work = self._work
-        while True:
-            if not work:
-                self._work_waiter = loop.create_future()
-                await self._work_waiter
-                continue
-            wait_ns = work[0][0] - time.time_ns()
-            if wait_ns > 0:
-                await asyncio.sleep(wait_ns / 1e9)
-            now = time.time_ns()
-            while work and work[0][0] <= now:
-                self._processed(work.popleft()[1])
+    def _processed_all(self, tags: list[int]) -> None:
+        for tag in tags:
+            self._processed(tag)
 
     def _on_broker_cancel(self, tag: str) -> None:
         self.cancelled = True
 
     def _on_close(self, error: BaseException) -> None:
         self.error = error
-        w = self._work_waiter
-        if w is not None and not w.done():
-            w.set_result(None)
+        if self._work is not None:
+            self._work.stop()
 
     async def aclose(self) -> None:
         ch = self._channel
-        if self._worker is not None:
-            self._worker.cancel()
+        if self._work is not None:
+            self._work.stop()
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None
@@ -436,8 +416,8 @@ class Amqp091Consumer:
                 pass
         if ch.error is None and not self._auto_ack:
             # everything delivered so far was handed to on_message: ack it (work in progress too)
-            while self._work:
-                self._processed(self._work.popleft()[1])
+            if self._work is not None:
+                self._work.finish_all()
             if self._last_tag > self._acked_tag:
                 self._multiple = True      # one ack covering every delivered tag
                 self._send_ack()

@@ -23,9 +23,7 @@ Mapping onto the runtime's contract:
 from __future__ import annotations
 
 import asyncio
-import collections
 import ssl
-import time
 from typing import Any
 from urllib.parse import quote
 
@@ -36,6 +34,7 @@ from rbench.drivers.amqp10_protocol import FLUSH_BYTES, SOURCE, TARGET, Amqp10Ur
 from rbench.drivers.base import OnLost, OnMessage, PublishSink
 from rbench.drivers.connect import LossWatch, first_that_answers
 from rbench.drivers.replies import AccessRefused, NotFound
+from rbench.drivers.work import SimulatedWork
 from rbench.errors import BrokerError, CodecError, os_error_text
 
 CONNECT_TIMEOUT_S = 9.0
@@ -190,56 +189,34 @@ class Amqp10Consumer:
         self._receiver = receiver
         self._linger: asyncio.TimerHandle | None = None
         self.error: BaseException | None = None
-        self._delay_ns = delay_ns
         self._prefetch = prefetch
-        self._work: collections.deque[tuple[int, int]] = collections.deque()     # (done at ns, delivery-id)
-        self._work_done_at = 0
         self._settled = 0
-        self._worker: asyncio.Task[None] | None = None
-        self._work_waiter: asyncio.Future[None] | None = None
+        self._closing = False
+        self._work: SimulatedWork | None = None
         session.close_listeners.append(self._on_close)
         if receiver.manual:
-            receiver.on_delivery = self._on_delivery
-            self._worker = conn.loop.create_task(self._work_loop())
+            self._work = SimulatedWork(conn.loop, delay_ns, self._accept).start()
+            receiver.on_delivery = self._work.add
         elif receiver.ack_every > 1:
             self._linger = conn.loop.call_later(LINGER_S, self._settle_pending)
 
-    def _on_delivery(self, delivery_id: int, t_ns: int) -> None:
-        done = max(self._work_done_at, t_ns) + self._delay_ns
-        self._work_done_at = done
-        self._work.append((done, delivery_id))
-        w = self._work_waiter
-        if w is not None and not w.done():
-            w.set_result(None)
-
-    async def _work_loop(self) -> None:
-        loop, work = self._conn.loop, self._work
-        while self.error is None:
-            if not work:
-                self._work_waiter = loop.create_future()
-                await self._work_waiter
-                continue
-            wait_ns = work[0][0] - time.time_ns()
-            if wait_ns > 0:
-                await asyncio.sleep(wait_ns / 1e9)
-            self._accept_done(time.time_ns())
-
-    def _accept_done(self, now_ns: int) -> None:
-        """Accept the deliveries whose work is done by ``now_ns`` (ranges of consecutive ids), then restore
-        the credit they held."""
-        work, r, out = self._work, self._receiver, self._conn.reader.out
-        n = 0
-        while work and work[0][0] <= now_ns:
-            first = last = work.popleft()[1]
-            n += 1
-            while work and work[0][0] <= now_ns and work[0][1] == ((last + 1) & 0xFFFFFFFF):
-                last = work.popleft()[1]
-                n += 1
-            r.accept(out, first, last)
-        if n and self.error is None and not r.stopped:
-            self._settled += n
+    def _accept(self, ids: list[int]) -> None:
+        """Accept the deliveries whose work is done (one disposition per run of consecutive ids), then
+        restore the credit they held."""
+        r, out = self._receiver, self._conn.reader.out
+        if self.error is not None or r.stopped:
+            return
+        first = last = ids[0]
+        for delivery_id in ids[1:]:
+            if delivery_id != (last + 1) & 0xFFFFFFFF:
+                r.accept(out, first, last)
+                first = delivery_id
+            last = delivery_id
+        r.accept(out, first, last)
+        self._settled += len(ids)
+        if not self._closing:
             r.write_flow(out, max(0, self._prefetch - (int(r.received) - self._settled)))
-            self._conn.schedule_flush()
+        self._conn.schedule_flush()
 
     @property
     def received(self) -> int:
@@ -253,18 +230,21 @@ class Amqp10Consumer:
 
     def _on_close(self, error: BaseException) -> None:
         self.error = error
+        if self._work is not None:
+            self._work.stop()
 
     async def aclose(self) -> None:
         if self._linger is not None:
             self._linger.cancel()
             self._linger = None
-        if self._worker is not None:
-            self._worker.cancel()
+        self._closing = True
+        if self._work is not None:
+            self._work.stop()
         r = self._receiver
         if self._conn.error is None and self._session.error is None:
-            if r.manual:
+            if self._work is not None:
                 r.write_flow(self._conn.reader.out, 0)       # no more deliveries while the work in progress is settled
-                self._accept_done(2**63 - 1)
+                self._work.finish_all()
             r.flush_dispositions(self._conn.reader.out)     # everything handed to on_message is accepted
         r.stopped = True
         await self._session.close(r.handle)

@@ -27,7 +27,7 @@ from rbench.plan import plan
 from rbench.runtime.stamp import new_payload, write_stamp
 from rbench.runtime.task import TaskRun
 from tests.loops import LoopRunner
-from tests.proxy import MakeProxy, host_port
+from tests.proxy import MakeProxy, TcpProxy, host_port
 from tests.runhelpers import delete_queues, keys, read, workload_dict
 
 pytestmark = pytest.mark.timeout(120)
@@ -113,14 +113,8 @@ def _check_rode_through(result: dict[str, Any], run_dir: Path, cut_at_ns: int, r
     return rec
 
 
-# aio-pika tops out near 1k msg/s per task on a loaded 2-core machine: keep it well below that.
-# connections: per driver opened, how many the proxy sees (amqp10 declares over a second, AMQP 0.9.1 connection)
-@pytest.mark.parametrize("driver, rate, connections", [("amqp091", RATE, 1), ("aiopika", 100, 1), ("amqp10", RATE, 2)])
-def test_a_cut_connection_is_ridden_through(driver: str, rate: int, connections: int, amqp_url: str, unique_name: str,
-                                            queues: list[str], tcp_proxy: MakeProxy, tmp_path: Path,
-                                            run: LoopRunner) -> None:
-    proxy = tcp_proxy(host_port(amqp_url, 5672))
-    task = TaskRun(_plan([proxy.uri(amqp_url)], unique_name, tmp_path, driver=driver, rate=rate), 0, None, None)
+def _cut_and_check(task: TaskRun, proxy: TcpProxy, tmp_path: Path, run: LoopRunner, rate: float) -> dict[str, Any]:
+    """Run ``task`` with every connection through ``proxy`` cut 1.8 s in; the checks every ride-through shares."""
     cut_at: list[int] = []
 
     def cut() -> None:
@@ -132,6 +126,18 @@ def test_a_cut_connection_is_ridden_through(driver: str, rate: int, connections:
     assert cut_at
     rec = _check_rode_through(result, tmp_path / "run", cut_at[0], rate)
     assert f":{proxy.port}/" in rec["uri"]
+    return rec
+
+
+# aio-pika tops out near 1k msg/s per task on a loaded 2-core machine: keep it well below that.
+# connections: per driver opened, how many the proxy sees (amqp10 declares over a second, AMQP 0.9.1 connection)
+@pytest.mark.parametrize("driver, rate, connections", [("amqp091", RATE, 1), ("aiopika", 100, 1), ("amqp10", RATE, 2)])
+def test_a_cut_connection_is_ridden_through(driver: str, rate: int, connections: int, amqp_url: str, unique_name: str,
+                                            queues: list[str], tcp_proxy: MakeProxy, tmp_path: Path,
+                                            run: LoopRunner) -> None:
+    proxy = tcp_proxy(host_port(amqp_url, 5672))
+    task = TaskRun(_plan([proxy.uri(amqp_url)], unique_name, tmp_path, driver=driver, rate=rate), 0, None, None)
+    _cut_and_check(task, proxy, tmp_path, run, rate)
     assert proxy.accepted == 2 * connections  # the first connection(s) and the reconnect
 
 
@@ -147,18 +153,7 @@ def test_a_stream_task_rides_through_and_its_consumers_resume_where_they_stopped
     data["clusters"] = [{"name": "local", "uris": [amqp_url], "stream_uris": [proxy.uri(stream_url)]}]
     data["queues"] = {"pattern": f"{unique_name}-%d", "from": 1, "to": 2, "type": "stream"}
     (p,) = plan(workload_from_dict(data), "local", 1, "run", str(tmp_path))
-    task = TaskRun(p, 0, None, None)
-    cut_at: list[int] = []
-
-    def cut() -> None:
-        cut_at.append(time.time_ns())
-        assert proxy.cut() >= 1
-
-    _after(1.8, cut)
-    result = _run(task, run)
-    assert cut_at
-    rec = _check_rode_through(result, tmp_path / "run", cut_at[0])
-    assert f":{proxy.port}/" in rec["uri"]
+    _cut_and_check(TaskRun(p, 0, None, None), proxy, tmp_path, run, RATE)
     consumed = read(tmp_path / "run", "consumed")
     copies = Counter(keys(consumed))
     assert max(copies.values()) == 1, "a stream message delivered twice after the reconnect"

@@ -22,7 +22,7 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,22 +38,7 @@ from rbench.errors import RbenchError
 from rbench.reduce.job import reduce_runs
 from rbench.samples.layout import COMMITTED, committed_parts, counted_attempts
 from tests.runhelpers import keys, run_json, workload_dict
-from tests.standalone import ROOT, SPARK_SUBMIT, spark_submit_env
-
-T = TypeVar("T")
-
-
-def _wait_for(what: str, find: Callable[[], T | None], proc: subprocess.Popen[str], timeout_s: float) -> T:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        found = find()
-        if found:
-            return found
-        if proc.poll() is not None:
-            out, err = proc.communicate()
-            pytest.fail(f"the run ended before {what}: {out[-1500:]}\n{err[-3000:]}")
-        time.sleep(0.1)
-    pytest.fail(f"no {what} within {timeout_s:.0f} s")
+from tests.standalone import ROOT, SPARK_SUBMIT, spark_submit_env, wait_for
 
 
 def _read(files: list[str]) -> pa.Table:
@@ -74,10 +59,10 @@ def test_a_killed_python_worker_restarts_the_stage_and_nothing_counts_twice(
                              str(ROOT / "jobs" / "run.py"), str(f), "--out", str(out), "--no-reduce"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=spark_submit_env())
     try:
-        marker = _wait_for("task 0's first attempt", lambda: next(out.glob("*/published/local/task-00000/attempt-*/_ATTEMPT"), None),
+        marker = wait_for("task 0's first attempt", lambda: next(out.glob("*/published/local/task-00000/attempt-*/_ATTEMPT"), None),
                            proc, 180)
         first = marker.parent
-        _wait_for("task 0's first samples", lambda: next(first.glob("part-*.parquet"), None), proc, 60)
+        wait_for("task 0's first samples", lambda: next(first.glob("part-*.parquet"), None), proc, 60)
         pid = int(json.loads(marker.read_text())["pid"])
         assert not (first / COMMITTED).exists(), "the first attempt ended before the kill: the load was too short"
         os.kill(pid, signal.SIGKILL)

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -24,21 +23,9 @@ from rbench.config.load import workload_from_dict
 from rbench.coordinator import orphans
 from tests.broker.test_cleanup import exists
 from tests.runhelpers import delete_queues, workload_dict
-from tests.standalone import spark_submit_env
+from tests.standalone import spark_submit_env, wait_for
 
 pytestmark = pytest.mark.timeout(240)
-
-
-def _wait(what: str, ok: Callable[[], Any], proc: subprocess.Popen[str], timeout_s: float) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = ok()
-        if value:
-            return value
-        if proc.poll() is not None:
-            raise AssertionError(f"rbench run ended (exit {proc.returncode}) before {what}: {proc.stderr.read() if proc.stderr else ''}")
-        time.sleep(0.5)
-    raise AssertionError(f"no {what} within {timeout_s:.0f} s")
 
 
 def _running_run_json(out: Path) -> dict[str, Any] | None:
@@ -62,8 +49,8 @@ def test_a_run_killed_outright_is_marked_killed_and_its_queues_deleted_by_the_ne
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=spark_submit_env(),
                             start_new_session=True)
     try:
-        info = _wait("run.json with a running cluster", lambda: _running_run_json(out), proc, 120)
-        _wait("the run's queues on the broker", lambda: all(exists(amqp_url, q) for q in queues), proc, 60)
+        info = wait_for("run.json with a running cluster", lambda: _running_run_json(out), proc, 120)
+        wait_for("the run's queues on the broker", lambda: all(exists(amqp_url, q) for q in queues), proc, 60)
         assert info["queues_created"] == {"local": queues} and info["coordinator"]["pid"] == proc.pid
         time.sleep(2)                                               # the load is running
         os.killpg(proc.pid, signal.SIGKILL)
