@@ -8,9 +8,11 @@ workload would find them, consume their old messages as stale deliveries, and ta
 queues (docs/cluster.md), never to be deleted.
 
 How a dead coordinator is told from a live one: while a run runs, its coordinator touches
-``RUN_DIR/coordinator.alive`` every ``HEARTBEAT_S`` and removes it once run.json has its final status. A run
-still ``running`` is orphaned when that file is older than ``STALE_S``, or at once when the coordinator ran on
-this host and its pid is gone. A run without the file or the pid (written before this existed) is left alone.
+``RUN_DIR/coordinator.alive`` every ``HEARTBEAT_S``; it creates the file before run.json first says ``running``
+and removes it once run.json has its final status. So only run folders holding that file are read (a results
+folder of a thousand nightly runs costs a glob), and one whose run.json still says ``running`` is orphaned
+when the file is older than ``STALE_S``, or at once when the coordinator ran on this host and its pid is gone.
+Runs written before this existed have no such file and are left alone.
 
 What is tidied: run.json gets status ``killed`` (with when and how it was found), and the queues the run
 itself created (``queues_created``: the workload's queues that did not exist before it) are deleted, only on
@@ -81,7 +83,7 @@ class Orphan:
     run_dir: Path
     data: dict[str, Any]
     why: str
-    last_alive: float | None          # the heartbeat file's mtime (epoch s), when there was one
+    last_alive: float                 # the heartbeat file's mtime (epoch s)
 
     @property
     def run_id(self) -> str:
@@ -106,22 +108,16 @@ def _read(run_json: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
-def _why_dead(run_dir: Path, data: dict[str, Any], now: float) -> tuple[str, float | None] | None:
-    """Why the run's coordinator is dead (and its last heartbeat), or None while it may be alive."""
+def _why_dead(data: dict[str, Any], last: float, now: float) -> str | None:
+    """Why the run's coordinator is dead, or None while it may be alive (``last``: its heartbeat's mtime)."""
     coordinator = data.get("coordinator")
     if not isinstance(coordinator, dict):
-        return None                    # an older run: no way to tell
-    try:
-        last: float | None = (run_dir / ALIVE_FILE).stat().st_mtime
-    except OSError:
-        last = None
+        return None
     pid, host = coordinator.get("pid"), coordinator.get("hostname")
     if host == socket.gethostname() and isinstance(pid, int) and _pid_gone(pid):
-        return f"its coordinator (pid {pid} on {host}) is gone", last
-    if last is None:
-        return "its coordinator left no heartbeat", None
+        return f"its coordinator (pid {pid} on {host}) is gone"
     if now - last > STALE_S:
-        return f"its coordinator's last heartbeat was {now - last:.0f} s ago (on {host})", last
+        return f"its coordinator's last heartbeat was {now - last:.0f} s ago (on {host})"
     return None
 
 
@@ -129,15 +125,19 @@ def find(out_root: str | Path, workload_name: str | None = None, now: float | No
     """Runs under ``out_root`` (of ``workload_name``, when given) left ``running`` by a coordinator that died."""
     now = time.time() if now is None else now
     found = []
-    for run_json in sorted(Path(out_root).glob("*/run.json")):
-        data = _read(run_json)
+    for alive in sorted(Path(out_root).glob(f"*/{ALIVE_FILE}")):
+        try:
+            last = alive.stat().st_mtime
+        except OSError:
+            continue                   # removed meanwhile: that run just finished
+        data = _read(alive.parent / "run.json")
         if data is None or data.get("status") != "running":
             continue
         if workload_name is not None and data.get("workload_name") != workload_name:
             continue
-        dead = _why_dead(run_json.parent, data, now)
-        if dead is not None:
-            found.append(Orphan(run_json.parent, data, *dead))
+        why = _why_dead(data, last, now)
+        if why is not None:
+            found.append(Orphan(alive.parent, data, why, last))
     return found
 
 
@@ -153,9 +153,8 @@ def mark_killed(orphan: Orphan, now: float | None = None) -> bool:
         return False
     now = time.time() if now is None else now
     data["status"] = KILLED
-    data["ended_at"] = _iso(orphan.last_alive) if orphan.last_alive is not None else None
-    data["killed"] = {"found_at": _iso(now), "why": orphan.why,
-                      "last_alive_at": _iso(orphan.last_alive) if orphan.last_alive is not None else None}
+    data["ended_at"] = _iso(orphan.last_alive)
+    data["killed"] = {"found_at": _iso(now), "why": orphan.why, "last_alive_at": _iso(orphan.last_alive)}
     for c in data.get("clusters", []):
         if c.get("status") == "running":
             c["status"] = KILLED

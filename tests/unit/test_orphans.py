@@ -43,14 +43,14 @@ def test_a_run_is_orphaned_when_its_heartbeat_is_stale_or_its_local_pid_is_gone(
     _run(tmp_path, "fresh", alive_age_s=5)
     _run(tmp_path, "local-dead", host=here, pid=_dead_pid(), alive_age_s=1)
     _run(tmp_path, "local-alive", host=here, pid=os.getpid(), alive_age_s=1)
-    _run(tmp_path, "no-heartbeat", alive_age_s=None)
-    _run(tmp_path, "older-run", coordinator=False, alive_age_s=None)
+    _run(tmp_path, "no-heartbeat-file", host=here, pid=_dead_pid(), alive_age_s=None)   # only folders with one are read
+    _run(tmp_path, "older-run", coordinator=False, alive_age_s=orphans.STALE_S + 30)
     _run(tmp_path, "finished", status="complete", alive_age_s=orphans.STALE_S + 30)
     _run(tmp_path, "other-workload", workload="x", alive_age_s=orphans.STALE_S + 30)
     found = {o.run_id: o.why for o in orphans.find(tmp_path, "w")}
-    assert set(found) == {"stale", "local-dead", "no-heartbeat"}
+    assert set(found) == {"stale", "local-dead"}
     assert "last heartbeat was" in found["stale"] and "is gone" in found["local-dead"]
-    assert {o.run_id for o in orphans.find(tmp_path)} == {"stale", "local-dead", "no-heartbeat", "other-workload"}
+    assert {o.run_id for o in orphans.find(tmp_path)} == {"stale", "local-dead", "other-workload"}
 
 
 def test_marking_gives_run_json_its_final_status_unless_the_run_finished_meanwhile(tmp_path: Path) -> None:
