@@ -348,9 +348,10 @@ class StreamDriver:
     """The ``stream`` driver (see the module docstring).
 
     It rides through a lost connection (``reconnect = True``, docs/drivers.md): any of its connections
-    lost (or a stream's leader gone, STREAM_NOT_AVAILABLE) is one ``ConnectionLost`` for ``on_lost`` and
-    the publishers; the fresh driver's publishers find the stream's leader again, and its consumers
-    resume where the old ones stopped (``StreamConsumer.resume_spec``), so nothing is delivered twice."""
+    lost is one ``ConnectionLost`` for ``on_lost`` and the publishers; the fresh driver's publishers find
+    the stream's leader again, and its consumers resume where the old ones stopped
+    (``StreamConsumer.resume_spec``), so nothing is delivered twice. A metadata update (the stream deleted,
+    or no longer available on this connection's node) still fails what uses that stream."""
 
     reconnect = True
 

@@ -276,12 +276,10 @@ class StreamProtocol(asyncio.Protocol):
             code = struct.unpack_from(">H", data, start + 4)[0]
             slen = struct.unpack_from(">H", data, start + 6)[0]
             stream = data[start + 8:start + 8 + slen].decode()
+            # not a lost connection: RabbitMQ sends STREAM_NOT_AVAILABLE for a deleted stream too, and a
+            # reconnect would declare it again and go on. A node lost takes its connections with it (the
+            # publishers' sit on the stream's leader, the consumers' on the node they read from).
             err = response_error(code, f"stream {stream!r} changed")
-            if code == 6 and not self.closing:
-                # STREAM_NOT_AVAILABLE: its leader or a replica went away (a node lost): ride through like a
-                # lost connection (the reconnect finds the new leader); a deleted stream stays an error
-                err = ConnectionLost(str(err), scope="stream")
-                self._report_lost(err)
             for p in list(self.publishers.values()):
                 if p.stream == stream:
                     p.on_connection_lost(err)

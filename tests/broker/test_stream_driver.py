@@ -308,3 +308,36 @@ def test_publishing_to_a_missing_stream_is_a_broker_error(amqp_url: str, stream_
             await d.aclose()
 
     run(main())
+
+
+def test_a_stream_deleted_under_a_publisher_fails_it_and_is_not_a_lost_connection(
+        amqp_url: str, stream_url: str, unique_name: str, run: LoopRunner) -> None:
+    """RabbitMQ tells a deleted stream with the same STREAM_NOT_AVAILABLE as a stream whose member left: the
+    publisher fails with a named error and on_lost is not called (a reconnect would declare the stream again
+    and go on publishing into a new one)."""
+    from rbench.errors import ConnectionLost
+
+    async def main() -> None:
+        lost: list[BaseException] = []
+        driver = load_driver("stream")
+        await driver.open(target(amqp_url, stream_url), lost.append)
+        try:
+            await driver.declare(Topology(queues=(stream_decl(unique_name),)))
+            pub = await driver.publisher(PublisherSpec(0, unique_name, confirm=True), Sink())
+            await publish_stamped(pub, 0, range(10))
+            assert isinstance(driver, StreamDriver)
+            await driver.delete_streams([unique_name])
+            deadline = time.monotonic() + 10
+            while getattr(pub, "error", None) is None and time.monotonic() < deadline:
+                await asyncio.sleep(0.05)
+            error = getattr(pub, "error", None)
+            assert isinstance(error, BrokerError) and not isinstance(error, ConnectionLost), repr(error)
+            assert "STREAM_NOT_AVAILABLE" in str(error)
+            with pytest.raises(BrokerError):
+                await asyncio.wait_for(pub.ready(), 5)
+            await asyncio.sleep(0.2)
+            assert lost == []
+        finally:
+            await driver.aclose()
+
+    run(main(), timeout=30)
