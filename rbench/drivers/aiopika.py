@@ -88,6 +88,9 @@ class AioPikaPublisher:
         if self._error is not None:
             raise self._error
 
+    def can_publish(self) -> bool:
+        return self._error is None and not (self._window and len(self._inflight) >= self._window)
+
     def publish(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
         if self._error is not None:
             raise self._error

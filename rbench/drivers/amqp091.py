@@ -174,6 +174,11 @@ class Amqp091Publisher:
             self._waiter = conn.loop.create_future()
             await self._waiter
 
+    def can_publish(self) -> bool:
+        conn = self._conn
+        return self._error is None and not (self._tx_size and self._uncommitted >= self._tx_size) and not (
+            conn.blocked or conn.write_paused or (self._window and len(self._unconfirmed) >= self._window))
+
     def publish(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
         if self._error is not None:
             raise self._error

@@ -134,6 +134,11 @@ class Amqp10Publisher:
             self._waiter = conn.loop.create_future()
             await self._waiter
 
+    def can_publish(self) -> bool:
+        sender, window = self._sender, self._window
+        return self._error is None and not (self._conn.write_paused or sender.credit <= 0
+                                            or (window and sender.outstanding >= window))
+
     def publish(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
         if self._error is not None:
             raise self._error

@@ -49,6 +49,10 @@ class Publisher(Protocol):
     async def ready(self) -> None:
         """Return once one more message may be published (window, flow control)."""
 
+    def can_publish(self) -> bool:
+        """True when ``ready()`` would return at once: the send clock publishes from its own callback
+        while this holds, and awaits ``ready()`` only when it does not (rbench.runtime.producer)."""
+
     def publish(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
         """Queue ``payload`` for writing; never awaits. ``seq`` identifies its confirm.
 

@@ -165,6 +165,10 @@ class StreamPublisher:
             self.flush()
             await self._proto.writable()
 
+    def can_publish(self) -> bool:
+        return self._error is None and not (self._window and self.outstanding >= self._window) \
+            and self._proto._writable is None
+
     def publish(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
         """Append one message (publishing id = seq) to the frame being built; never awaits.
 

@@ -22,6 +22,7 @@ import heapq
 import itertools
 import math
 import time
+from collections.abc import Callable
 
 from rbench.runtime._clock import TimerFd, set_timer_slack
 
@@ -34,7 +35,7 @@ class SendClock:
 
     def __init__(self, loop: asyncio.AbstractEventLoop | None = None, use_timerfd: bool = True) -> None:
         self._loop = loop or asyncio.get_running_loop()
-        self._heap: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._heap: list[tuple[int, int, asyncio.Future[None] | Callable[[], None]]] = []
         self._order = itertools.count()
         self._armed = 0
         self._handle: asyncio.TimerHandle | None = None
@@ -54,6 +55,13 @@ class SendClock:
         """How this clock wakes producers, for run.json and the benchmark."""
         return "timerfd" if self._timer is not None else "event-loop timer"
 
+    def call_at(self, due_ns: int, callback: Callable[[], None]) -> None:
+        """Call ``callback`` from the wake-up at ``due_ns`` (the next one, if that time has passed), or from
+        ``wake_all``. The producer sends from here: no future and no task step per message."""
+        heapq.heappush(self._heap, (due_ns, next(self._order), callback))
+        if self._armed == 0 or due_ns < self._armed:
+            self._arm(due_ns)
+
     def wait_until(self, due_ns: int) -> asyncio.Future[None] | None:
         """A future resolved at ``due_ns``; None when that time has already come (send now)."""
         if due_ns <= time.time_ns():
@@ -67,9 +75,8 @@ class SendClock:
     def wake_all(self) -> None:
         """Release every waiting producer now (the task is stopping: they check its stop flag)."""
         while self._heap:
-            _, _, fut = heapq.heappop(self._heap)
-            if not fut.done():
-                fut.set_result(None)
+            _, _, waiter = heapq.heappop(self._heap)
+            _release(waiter)
         self._arm(0)
 
     def close(self) -> None:
@@ -98,9 +105,19 @@ class SendClock:
         now = now_ns()
         finish = FINISH_NS if self._timer is not None else 0
         while heap and heap[0][0] <= now + finish:
-            due, _, fut = heapq.heappop(heap)
+            due, _, waiter = heapq.heappop(heap)
             while now < due:             # bounded: at most ``finish`` ns, and only for a message about to be due
                 now = now_ns()
-            if not fut.done():
-                fut.set_result(None)
+            if _release(waiter):
+                now = now_ns()           # a callback sent messages meanwhile
         self._arm(heap[0][0] if heap else 0)
+
+
+def _release(waiter: asyncio.Future[None] | Callable[[], None]) -> bool:
+    """Wake one waiter: resolve its future, or call it; True when it was a callback."""
+    if isinstance(waiter, asyncio.Future):
+        if not waiter.done():
+            waiter.set_result(None)
+        return False
+    waiter()
+    return True

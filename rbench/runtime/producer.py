@@ -241,39 +241,89 @@ async def _scheduled(pub: Publisher, seg: Segment, first: int, limit: int | None
                      stop: asyncio.Event) -> tuple[int, int, ConnectionLost | None]:
     """Publish slots ``first``… of a rate-limited ``seg`` (slot index below ``limit``), each at its due time;
     (seq, _DONE | _STOPPED | _LOST, the loss that interrupted it or None)."""
-    publish = pub.publish
-    ready = pub.ready
-    stamp = stamper.stamp
-    now = time.time_ns
-    burst = 0
-    try:
-        for due in due_times(seg, limit, first):
-            t = now()
-            if due > t:
-                burst = 0
-                if not await _wait_until(clock, due, stop):
-                    return seq, _STOPPED, None
-            elif stop.is_set():
-                return seq, _STOPPED, None
-            elif t >= seg.end_ns:
-                # behind schedule when the step ends: what was not sent is not sent later,
-                # so the step's achieved rate shows the shortfall and the run ends on time
-                break
-            else:
-                burst += 1
-                if burst % YIELD_EVERY == 0:
-                    await asyncio.sleep(0)
-            await ready()
-            if chooser is not None:
-                stamper, body = chooser(seq, due)
-                stamp = stamper.stamp
-            stamp(seq, due, _NEVER)
-            try:
-                publish(body, seq)
-            except BaseException:
-                stamper.unstamp()
-                raise
-            seq += 1
-    except ConnectionLost as exc:
-        return seq, _LOST, exc
-    return seq, _DONE, None
+    return await _Pacer(pub, seg, first, limit, seq, stamper, body, chooser, clock, stop).run()
+
+
+_BLOCKED = -1          # the publisher cannot take a message now: the coroutine awaits ready()
+
+
+class _Pacer:
+    """Sends one producer's due messages from the send clock's own callback.
+
+    Why not a coroutine awaiting the clock per message: each wake-up then cost a future, a task step and
+    the resumption of the producer's frames, and the send waited for the loop's next round behind the
+    socket callbacks of the same wake-up. At 20,000 msg/s spread over 10 producers the send lag p50 was
+    70–79 µs that way and is about 30 µs here, at about 6 % less client CPU (docs/timing.md). The coroutine
+    (``run``) only waits for the segment's end, and for ``ready()`` when ``can_publish()`` says no."""
+
+    __slots__ = ("pub", "seg", "stamper", "body", "chooser", "clock", "stop", "seq", "due", "done", "_dues")
+
+    def __init__(self, pub: Publisher, seg: Segment, first: int, limit: int | None, seq: int, stamper: Stamper,
+                 body: bytearray, chooser: BodyChooser | None, clock: SendClock, stop: asyncio.Event) -> None:
+        self.pub, self.seg, self.stamper, self.body, self.chooser = pub, seg, stamper, body, chooser
+        self.clock, self.stop, self.seq = clock, stop, seq
+        self._dues = due_times(seg, limit, first)
+        self.due: int | None = next(self._dues, None)
+        self.done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+    async def run(self) -> tuple[int, int, ConnectionLost | None]:
+        if self.due is None:
+            return self.seq, _DONE, None
+        try:
+            while True:
+                self.clock.call_at(self.due, self.fire)
+                status = await self.done
+                if status != _BLOCKED:
+                    return self.seq, status, None
+                await self.pub.ready()
+                self.done = asyncio.get_running_loop().create_future()
+        except ConnectionLost as exc:
+            return self.seq, _LOST, exc
+
+    def _finish(self, status: int) -> None:
+        if not self.done.done():
+            self.done.set_result(status)
+
+    def fire(self) -> None:
+        """The clock's callback at ``self.due`` (or at once, when the task stops: ``wake_all``)."""
+        due = self.due
+        assert due is not None
+        seq, end = self.seq, self.seg.end_ns
+        pub, stamper, body, chooser = self.pub, self.stamper, self.body, self.chooser
+        is_stopped, can_publish, now = self.stop.is_set, pub.can_publish, time.time_ns
+        late = 0
+        if not is_stopped() and due > now():          # never early, whoever calls (wake_all does)
+            self.clock.call_at(due, self.fire)
+            return None
+        try:
+            while True:
+                if is_stopped():
+                    return self._finish(_STOPPED)
+                t = now()
+                if due < t and t >= end:
+                    # behind schedule when the step ends: what was not sent is not sent later,
+                    # so the step's achieved rate shows the shortfall and the run ends on time
+                    return self._finish(_DONE)
+                if not can_publish():
+                    self.due = due
+                    return self._finish(_BLOCKED)
+                if chooser is not None:
+                    stamper, body = chooser(seq, due)
+                stamper.stamp(seq, due, _NEVER)
+                try:
+                    pub.publish(body, seq)
+                except BaseException:
+                    stamper.unstamp()
+                    raise
+                seq = self.seq = seq + 1
+                nxt = next(self._dues, None)
+                if nxt is None:
+                    return self._finish(_DONE)
+                due = self.due = nxt
+                late += 1
+                if due > now() or late >= YIELD_EVERY:     # on time again, or let consumers run
+                    self.clock.call_at(due, self.fire)
+                    return None
+        except BaseException as exc:       # ConnectionLost and anything else: the coroutine raises it
+            if not self.done.done():
+                self.done.set_exception(exc)

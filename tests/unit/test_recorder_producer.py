@@ -25,6 +25,9 @@ class FakePublisher:
     async def ready(self) -> None:
         return None
 
+    def can_publish(self) -> bool:
+        return True
+
     def publish(self, payload: bytearray, seq: int) -> None:
         if seq == self.fail_at:
             raise ConnectionError("gone")
@@ -93,6 +96,9 @@ class DyingPublisher(FakePublisher):
     async def ready(self) -> None:
         if self.dies_at is not None and len(self.seqs) >= self.dies_at:
             raise ConnectionLost("connection lost: cut")
+
+    def can_publish(self) -> bool:
+        return self.dies_at is None or len(self.seqs) < self.dies_at
 
     def publish(self, payload: bytearray, seq: int) -> None:
         self.seqs.append(seq)

@@ -52,6 +52,10 @@ def test_a_producer_behind_schedule_stops_at_the_step_end(tmp_path: Path, run: L
         async def ready(self) -> None:
             time.sleep(0.002)            # a client that can do ~500 msg/s
 
+        def can_publish(self) -> bool:
+            time.sleep(0.002)
+            return True
+
         def publish(self, payload: bytes, seq: int) -> None:
             self.count += 1
 

@@ -78,3 +78,36 @@ def test_a_wake_up_leaves_the_timerfd_unreadable_without_a_read(run: LoopRunner)
         clock.close()
 
     run(scenario(), timeout=5)
+
+
+@pytest.mark.parametrize("use_timerfd", [True, False], ids=["timerfd", "loop-timer"])
+def test_callbacks_run_at_their_due_times_in_order_beside_futures(run: LoopRunner, use_timerfd: bool) -> None:
+    """call_at: what the producer sends from. Never early, in due order with the futures of wait_until,
+    a past due time on the next wake-up, and wake_all calls the callbacks still waiting."""
+    async def scenario() -> tuple[list[tuple[str, int, int]], list[str]]:
+        clock = SendClock(use_timerfd=use_timerfd)
+        base = time.time_ns() + 20_000_000
+        woken: list[tuple[str, int, int]] = []
+        for k in (4, 0, 2):
+            clock.call_at(base + k * 1_500_000, lambda k=k: woken.append((f"cb{k}", base + k * 1_500_000, time.time_ns())))
+
+        async def waiter(k: int) -> None:
+            fut = clock.wait_until(base + k * 1_500_000)
+            assert fut is not None
+            await fut
+            woken.append((f"fut{k}", base + k * 1_500_000, time.time_ns()))
+
+        await asyncio.gather(waiter(1), waiter(3))
+        await asyncio.sleep(0.01)
+        clock.call_at(time.time_ns() - 1_000_000, lambda: woken.append(("past", 0, time.time_ns())))
+        await asyncio.sleep(0.005)
+        stopped: list[str] = []
+        clock.call_at(time.time_ns() + 60_000_000_000, lambda: stopped.append("woken"))
+        clock.close()
+        return woken, stopped
+
+    woken, stopped = run(scenario(), timeout=10)
+    names = [n for n, _, _ in woken]
+    assert names == ["cb0", "fut1", "cb2", "fut3", "cb4", "past"]
+    assert all(t >= d for _, d, t in woken), [(n, t - d) for n, d, t in woken]
+    assert stopped == ["woken"]
