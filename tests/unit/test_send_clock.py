@@ -111,3 +111,28 @@ def test_callbacks_run_at_their_due_times_in_order_beside_futures(run: LoopRunne
     assert names == ["cb0", "fut1", "cb2", "fut3", "cb4", "past"]
     assert all(t >= d for _, d, t in woken), [(n, t - d) for n, d, t in woken]
     assert stopped == ["woken"]
+
+
+def test_the_timer_is_armed_early_by_the_wake_up_latency_and_nothing_is_released_early(run: LoopRunner) -> None:
+    """After a few wake-ups the clock knows how late the timerfd wakes it and arms that much early (at most
+    FINISH_NS), for wake-ups far enough apart; the bounded wait still releases nothing before its due time."""
+    from rbench.runtime import clock as clock_mod
+
+    async def scenario() -> tuple[list[tuple[int, int]], int, float]:
+        clock = SendClock()
+        base = time.time_ns() + 5_000_000
+        woken: list[tuple[int, int]] = []
+        dues = [base + k * 1_000_000 for k in range(40)]          # 1 ms apart: far enough to arm early
+        for due in dues:
+            clock.call_at(due, lambda due=due: woken.append((due, time.time_ns())))
+        while len(woken) < len(dues):
+            await asyncio.sleep(0.01)
+        latency = clock._latency
+        clock.call_at(time.time_ns() + 1_000_000, lambda: None)
+        armed_early = clock._early
+        clock.close()
+        return woken, armed_early, latency
+
+    woken, armed_early, latency = run(scenario(), timeout=10)
+    assert all(t >= d for d, t in woken), [t - d for d, t in woken if t < d]
+    assert latency > 0 and 0 < armed_early <= clock_mod.FINISH_NS
