@@ -32,9 +32,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from rbench.config.model import Workload
+from rbench.config.model import Cluster, Workload
 from rbench.errors import RbenchError, SinkError, mask_uri
-from rbench.samples.runinfo import write_run_json
+from rbench.samples.runinfo import end_clusters, write_run_json
 
 ALIVE_FILE = "coordinator.alive"
 HEARTBEAT_S = 10.0
@@ -125,7 +125,9 @@ def find(out_root: str | Path, workload_name: str | None = None, now: float | No
     """Runs under ``out_root`` (of ``workload_name``, when given) left ``running`` by a coordinator that died."""
     now = time.time() if now is None else now
     found = []
-    for alive in sorted(Path(out_root).glob(f"*/{ALIVE_FILE}")):
+    root = Path(out_root)
+    # runs, and a rate search's probes (a folder of runs of their own)
+    for alive in sorted([*root.glob(f"*/{ALIVE_FILE}"), *root.glob(f"*/*/{ALIVE_FILE}")]):
         try:
             last = alive.stat().st_mtime
         except OSError:
@@ -155,11 +157,7 @@ def mark_killed(orphan: Orphan, now: float | None = None) -> bool:
     data["status"] = KILLED
     data["ended_at"] = _iso(orphan.last_alive)
     data["killed"] = {"found_at": _iso(now), "why": orphan.why, "last_alive_at": _iso(orphan.last_alive)}
-    for c in data.get("clusters", []):
-        if c.get("status") == "running":
-            c["status"] = KILLED
-        elif c.get("status") == "pending":
-            c["status"] = "not run"
+    end_clusters(data, KILLED)
     write_run_json(path, data)
     with contextlib.suppress(OSError):
         (orphan.run_dir / ALIVE_FILE).unlink()
@@ -167,7 +165,7 @@ def mark_killed(orphan: Orphan, now: float | None = None) -> bool:
     return True
 
 
-def _same_cluster(recorded: dict[str, Any], workload: Workload) -> Any:
+def _same_cluster(recorded: dict[str, Any], workload: Workload) -> Cluster | None:
     for c in workload.clusters:
         if c.name == recorded.get("name") and [mask_uri(u) for u in c.uris] == list(recorded.get("uris", [])):
             return c

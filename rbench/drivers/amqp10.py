@@ -38,7 +38,6 @@ from rbench.drivers.work import SimulatedWork
 from rbench.errors import BrokerError, CodecError, os_error_text
 
 CONNECT_TIMEOUT_S = 9.0
-
 LINGER_S = 0.05              # with multi_ack_every, dispositions still pending are sent after this long
 
 

@@ -154,7 +154,7 @@ class StreamProtocol(asyncio.Protocol):
         self._writable: asyncio.Future[None] | None = None
         self.closed: BrokerError | None = None
         self.closing = False                   # close() was called: the end of the socket is not a loss
-        # told once when the connection is lost without close() or the broker's Close: the driver's on_lost
+        # told when the connection is lost without close() or the broker's Close: the driver's on_lost
         self.on_lost: Callable[[ConnectionLost], None] | None = None
         self._heartbeat: asyncio.TimerHandle | None = None
         self._loop = asyncio.get_running_loop()
@@ -194,13 +194,8 @@ class StreamProtocol(asyncio.Protocol):
             lost = self.closed = ConnectionLost(f"stream connection {self.name} lost{f': {exc}' if exc else ''}",
                                                 scope="connection")
         self._fail_all(self.closed)
-        if lost is not None and not self.closing:
-            self._report_lost(lost)
-
-    def _report_lost(self, err: ConnectionLost) -> None:
-        on_lost, self.on_lost = self.on_lost, None
-        if on_lost is not None:
-            on_lost(err)
+        if lost is not None and not self.closing and self.on_lost is not None:
+            self.on_lost(lost)
 
     def _fail_all(self, err: BrokerError) -> None:
         if self._heartbeat is not None:

@@ -46,7 +46,6 @@ class SimulatedWork:
         self._stopped = True
         if self._task is not None:
             self._task.cancel()
-        self._wake()
 
     def _wake(self) -> None:
         w = self._waiter

@@ -91,12 +91,13 @@ class SendClock:
             self._timer.close()
             self._timer = None
 
-    def _arm(self, due_ns: int) -> None:
+    def _arm(self, due_ns: int, now_ns: int = 0) -> None:
+        """Arm for ``due_ns`` (0: disarm); ``now_ns`` when the caller has just read the clock."""
         self._armed = due_ns
         if self._timer is not None:
             # early by the wake-up latency seen so far, so the wake-up lands on the due time; the bounded
             # wait in _fire covers a wake-up that comes sooner (never more than FINISH_NS early)
-            far = due_ns - time.time_ns() >= EARLY_MIN_GAP_NS
+            far = due_ns - (now_ns or time.time_ns()) >= EARLY_MIN_GAP_NS
             self._early = min(int(self._latency), FINISH_NS) if due_ns and far else 0
             self._timer.arm(due_ns - self._early if due_ns else 0)
             return
@@ -121,7 +122,7 @@ class SendClock:
                 now = now_ns()
             if _release(waiter):
                 now = now_ns()           # a callback sent messages meanwhile
-        self._arm(heap[0][0] if heap else 0)
+        self._arm(heap[0][0] if heap else 0, now)
 
 
 def _release(waiter: asyncio.Future[None] | Callable[[], None]) -> bool:

@@ -291,7 +291,7 @@ class _Pacer:
         seq, end = self.seq, self.seg.end_ns
         pub, stamper, body, chooser = self.pub, self.stamper, self.body, self.chooser
         is_stopped, can_publish, now = self.stop.is_set, pub.can_publish, time.time_ns
-        late = 0
+        sent = 0
         if not is_stopped() and due > now():          # never early, whoever calls (wake_all does)
             self.clock.call_at(due, self.fire)
             return None
@@ -320,8 +320,8 @@ class _Pacer:
                 if nxt is None:
                     return self._finish(_DONE)
                 due = self.due = nxt
-                late += 1
-                if due > now() or late >= YIELD_EVERY:     # on time again, or let consumers run
+                sent += 1
+                if due > now() or sent >= YIELD_EVERY:     # on time again, or let consumers run
                     self.clock.call_at(due, self.fire)
                     return None
         except BaseException as exc:       # ConnectionLost and anything else: the coroutine raises it

@@ -131,9 +131,7 @@ class RunInfo:
 
     def mark_unfinished(self, status: str) -> None:
         """Record a final status now, from a signal handler, in case the process ends before finish()."""
-        for c in self.data["clusters"]:
-            if c["status"] in ("running", "pending"):
-                c["status"] = status if c["status"] == "running" else "not run"
+        end_clusters(self.data, status)
         self.data["status"] = status
         self.data["ended_at"] = _iso()
         try:
@@ -151,6 +149,13 @@ class RunInfo:
 
     def write(self) -> None:
         write_run_json(self.path, self.data)
+
+
+def end_clusters(data: dict[str, Any], status: str) -> None:
+    """A run that ended without finishing: its running clusters get ``status``, its pending ones "not run"."""
+    for c in data.get("clusters", []):
+        if c.get("status") in ("running", "pending"):
+            c["status"] = status if c["status"] == "running" else "not run"
 
 
 def write_run_json(path: Path, data: dict[str, Any]) -> None:

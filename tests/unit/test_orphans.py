@@ -86,3 +86,9 @@ def test_the_heartbeat_keeps_its_file_fresh_and_removes_it_at_stop(tmp_path: Pat
     assert not path.exists()
     ident = orphans.Heartbeat.identity()
     assert ident["pid"] == os.getpid() and ident["hostname"]
+
+
+def test_a_rate_search_probe_one_folder_deeper_is_found_too(tmp_path: Path) -> None:
+    """`rate_search` runs its probes under OUT/<id>-search/: a probe killed outright is an orphan like a run."""
+    _run(tmp_path / "20261127T000000Z-w-ab12-search", "probe-1", alive_age_s=orphans.STALE_S + 30)
+    assert [o.run_id for o in orphans.find(tmp_path, "w")] == ["probe-1"]
