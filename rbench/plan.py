@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import zlib
 
+from rbench.config.checks import task_count_problem
 from rbench.config.model import Workload
 from rbench.config.types import (
     ClusterPlan,
@@ -33,48 +34,6 @@ def cluster_target(workload: Workload, name: str) -> ClusterTarget:
     raise ConfigError(f"clusters: no cluster named {name!r}")
 
 
-# features only the amqp091 driver implements: (what, is it used?)
-_A091 = ("amqp091",)
-# settings only some drivers honour: (field, the drivers that do, whether the workload uses it)
-_DRIVER_ONLY = (
-    ("publisher.properties", _A091, lambda w: bool(w.publisher.properties)),
-    ("publisher.content_type", _A091, lambda w: w.publisher.content_type is not None),
-    ("publisher.random_routing_key", _A091, lambda w: w.publisher.random_routing_key),
-    ("publisher.tx_size", _A091, lambda w: w.publisher.tx_size > 0),
-    ("consumer.processing_delay", ("amqp091", "aiopika", "amqp10"), lambda w: w.consumer.processing_delay > 0),
-    ("consumer.rate", ("amqp091", "amqp10"), lambda w: w.consumer.rate is not None),
-    ("consumer.global_prefetch", _A091, lambda w: w.consumer.global_prefetch > 0),
-    ("consumer.nack", _A091, lambda w: w.consumer.nack),
-    ("consumer.arguments", _A091, lambda w: bool(w.consumer.arguments)),
-    ("consumer.tx_size", _A091, lambda w: w.consumer.tx_size > 0),
-    ("consumer.exit_when: empty", _A091, lambda w: w.consumer.exit_when == "empty"),
-    ("consumer.pause", _A091, lambda w: w.consumer.pause is not None),
-)
-
-
-def check_supported(workload: Workload) -> None:
-    """Refuse, with one line, what the workload's driver cannot do or the broker would refuse."""
-    driver = workload.resolved_driver()
-    for what, drivers, used in _DRIVER_ONLY:
-        if driver not in drivers and used(workload):
-            raise ConfigError(f"{what}: honoured by the {' and '.join(drivers)} driver{'s' if len(drivers) > 1 else ''} "
-                              f"only (this workload uses {driver})")
-    if workload.publisher.tx_size and workload.publisher.confirm:
-        raise ConfigError("publisher.tx_size: the broker allows transactions or publisher confirms on a channel, "
-                          "not both")
-    if workload.consumer.auto_ack and (workload.consumer.rate or workload.consumer.nack or workload.consumer.tx_size):
-        raise ConfigError("consumer.auto_ack: rate, nack and tx_size need acknowledgements; turn auto_ack off")
-    if workload.publisher.json_body and workload.publisher.body_files:
-        raise ConfigError("publisher.json_body: give json_body or body_files, not both")
-    if workload.consumer.pause is not None and workload.queues.auto_delete:
-        raise ConfigError("consumer.pause: a paused consumer cancels its subscription, which deletes an auto-delete "
-                          "queue; set queues.auto_delete: false")
-    if workload.consumer.pause is not None and workload.consumer.auto_ack:
-        raise ConfigError("consumer.pause: auto_ack consumers cannot hold messages back; turn auto_ack off")
-    if workload.variable_size and (workload.publisher.json_body or workload.publisher.body_files):
-        raise ConfigError("variable_size: file and JSON bodies have their own sizes; drop variable_size")
-
-
 def body_templates(workload: Workload) -> tuple[bytes, ...]:
     """Body templates every producer uses in turn (read and built here, on the driver)."""
     from rbench.perftest.bodies import file_bodies, json_bodies
@@ -98,23 +57,23 @@ def step_windows(workload: Workload) -> tuple[StepWindow, ...]:
 def default_task_count(workload: Workload, slots: int) -> int:
     if workload.tasks != "auto":
         return int(workload.tasks)
-    queues = len(workload.queues.names(workload.name))
-    units = queues if workload.colocate else max(workload.producers, workload.consumers, 1)
-    return max(1, min(units, slots))
+    return max(1, min(workload.most_tasks(), slots))
 
 
 def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: str,
          control: tuple[str, int] | None = None) -> list[TaskPlan]:
-    """The TaskPlans of one cluster's stage, index i for Spark partition i."""
+    """The TaskPlans of one cluster's stage, index i for Spark partition i.
+
+    The workload was checked when it was loaded (rbench.config.checks); ``n_tasks`` may come from the
+    command line, so the rules about the task count are asked again for it."""
     if n_tasks < 1:
         raise ConfigError(f"tasks: expected at least 1, got {n_tasks}")
-    check_supported(workload)
+    problem = task_count_problem(workload, n_tasks)
+    if problem:
+        raise ConfigError(problem)
     bodies = body_templates(workload)
     target = cluster_target(workload, cluster)
     queue_names = workload.queues.names(workload.name)
-    if workload.colocate and n_tasks > len(queue_names):
-        raise ConfigError(f"tasks: {n_tasks} tasks but only {len(queue_names)} queue(s); with colocate each queue "
-                          f"lives in one task, so use at most {len(queue_names)} tasks or set colocate: false")
     q = workload.queues
     args = tuple(sorted(q.broker_arguments().items()))
     decls = [QueueDecl(name=n, durable=q.durable, auto_delete=q.auto_delete, exclusive=q.exclusive, arguments=args)
@@ -130,7 +89,7 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
     pubs: list[list[PublisherSpec]] = [[] for _ in range(n_tasks)]
     for i in range(workload.producers):
         queue = queue_names[i % len(queue_names)]
-        task = queue_task[queue] if workload.colocate else i % n_tasks
+        task = workload.task_of(i, n_tasks)
         p = workload.publisher
         pubs[task].append(PublisherSpec(
             producer_id=i, queue=queue, exchange=exchange, routing_key=routing_key(queue), confirm=p.confirm,
@@ -141,7 +100,7 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
     cons: list[list[ConsumerSpec]] = [[] for _ in range(n_tasks)]
     for j in range(workload.consumers):
         queue = queue_names[j % len(queue_names)]
-        task = queue_task[queue] if workload.colocate else j % n_tasks
+        task = workload.task_of(j, n_tasks)
         c = workload.consumer
         cons[task].append(ConsumerSpec(
             consumer_id=j, queue=queue, prefetch=c.prefetch, auto_ack=c.auto_ack, multi_ack_every=c.multi_ack_every,
@@ -150,11 +109,6 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
             extra={"arguments": dict(c.arguments)} if c.arguments else {}, rate=c.rate,
             global_prefetch=c.global_prefetch, nack=c.nack, requeue=c.requeue, tx_size=c.tx_size))
 
-    if workload.consumer.exit_when != "never":
-        for t in range(n_tasks):
-            if pubs[t] and not cons[t]:
-                raise ConfigError(f"consumer.exit_when: Spark task {t} has producers but no consumers, so it would "
-                                  "never end; give every queue a consumer")
     steps = step_windows(workload)
     routes = expected_queues(workload)
     plans = []

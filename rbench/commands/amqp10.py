@@ -88,5 +88,5 @@ def _workload(args: argparse.Namespace) -> int:
     from rbench.commands.run import RunOptions, execute
     from rbench.config.load import load_workload
 
-    workload = load_workload(args.url).model_copy(update={"driver": "amqp10"})
+    workload = load_workload(args.url, driver="amqp10")
     return execute(workload, RunOptions(out=str(args.output or "results"), master=args.master))

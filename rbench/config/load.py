@@ -86,7 +86,9 @@ def workload_from_dict(data: Any, source: str = "workload") -> Workload:
         raise ConfigError(format_validation_error(exc, source)) from None
 
 
-def load_workload(path: str | os.PathLike[str]) -> Workload:
+def load_workload(path: str | os.PathLike[str], driver: str | None = None) -> Workload:
+    """The workload file at ``path``, validated; with ``driver``, as if the file named that driver
+    (`rbench amqp10 FILE`), so the driver's refusals are made here like every other."""
     source = str(path)
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -101,6 +103,8 @@ def load_workload(path: str | os.PathLike[str]) -> Workload:
         where = f" line {mark.line + 1} column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ConfigError(f"{source}:{where}: {problem}") from None
+    if driver is not None and isinstance(data, dict):
+        data = {**data, "driver": driver}
     return workload_from_dict(data, source)
 
 

@@ -25,7 +25,7 @@ from rbench.drivers.base import load_driver
 from rbench.errors import BrokerError, ConfigError, ConnectError, RbenchError
 from rbench.live.control import ControlServer
 from rbench.perftest.lines import CsvWriter, PerfTestOutput
-from rbench.plan import check_supported, cluster_target, default_task_count, expected_queues, plan_run
+from rbench.plan import cluster_target, default_task_count, expected_queues, plan_run
 from rbench.samples.runinfo import STOPPED_BY_COUNT, STOPPED_BY_INTERRUPT, STOPPED_BY_SCHEDULE, RunInfo, new_run_id
 
 PROBE_TIMEOUT_S = 10.0
@@ -56,7 +56,6 @@ def probe_clusters(workload: Workload) -> None:
 
     With ``startup_timeout`` (PerfTest --servers-startup-timeout) a broker that refuses or
     does not answer is retried every second until that many seconds have passed."""
-    check_supported(workload)
     for c in workload.clusters:
         deadline = time.monotonic() + workload.startup_timeout
         while True:
