@@ -1,4 +1,8 @@
-"""`rbench validate FILE`: check a workload without touching a broker."""
+"""`rbench validate FILE`: check a workload without touching a broker.
+
+Exit 2 with one line for anything `rbench plan` or `rbench run` would refuse before Spark starts
+(the rules live in rbench.config.checks and run whenever a workload is loaded); only what the host
+or the broker alone can answer (a busy port, a refused login) is left to the run."""
 from __future__ import annotations
 
 import argparse
@@ -25,7 +29,11 @@ def run(args: argparse.Namespace) -> int:
         raise ConfigError("validate: expected a workload file (or --schema)")
     from rbench.reduce.costs import load_prices, monthly_cost
 
-    w = load_workload(args.workload)
+    w = load_workload(args.workload)       # every rule of rbench.config.checks: what plan and run would refuse
+    if w.publisher.body_files:
+        from rbench.perftest.bodies import file_bodies
+
+        file_bodies(w.publisher.body_files)   # read as the planner reads them, so a missing file fails here too
     prices = load_prices(args.costs)
     costs = [monthly_cost(c.model_dump(), prices) for c in w.clusters]   # unknown types fail before any output
     steps = w.steps()
