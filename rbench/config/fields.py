@@ -86,7 +86,6 @@ class WorkloadFields(StrictModel):
         candidates = [c for c in self.clusters if fault.cluster in (None, c.name)]
         return [c for c in candidates if c.has_node(fault.node)]
 
-
     def most_tasks(self) -> int:
         """The most Spark tasks the workload can keep busy: its queues when each lives in one task, else its clients."""
         return self.queues.count() if self.colocate else max(self.producers, self.consumers, 1)

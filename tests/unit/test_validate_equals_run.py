@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rbench.cli import main
-from rbench.config.load import workload_from_dict
+from rbench.config.load import load_workload, workload_from_dict
 from rbench.config.model import Workload
 from rbench.errors import ConfigError
 from rbench.plan import default_task_count, plan_run
@@ -201,3 +201,13 @@ def test_validate_accepts_what_the_planner_accepts(tmp_path: Path) -> None:
         assert main(["validate", str(path)]) == 0
     assert out.getvalue().startswith("ok: t:")
     plan_every_way(workload_from_dict(doc))
+
+
+def test_a_driver_given_on_the_command_line_is_checked_at_load(tmp_path: Path) -> None:
+    """`rbench amqp10 FILE` runs the file with the amqp10 driver: its refusals are made when the file is loaded."""
+    path = tmp_path / "w.yaml"
+    path.write_text(yaml.safe_dump({**BASE, "publisher": {"tx_size": 2}}))
+    assert load_workload(path).publisher.tx_size == 2
+    with pytest.raises(ConfigError, match=r"w.yaml: publisher.tx_size: honoured by the amqp091 driver only "
+                                          r"\(this workload uses amqp10\)"):
+        load_workload(path, driver="amqp10")
