@@ -98,12 +98,9 @@ class AioPikaPublisher:
         task = asyncio.get_running_loop().create_task(
             self._exchange.publish(message, self._spec.routing_key, mandatory=self._spec.mandatory))
         self._inflight.add(task)
-        task.add_done_callback(functools.partial(self._finished, seq))
+        task.add_done_callback(functools.partial(self._done, seq))
 
-    def _finished(self, seq: int, task: asyncio.Task[Any]) -> None:
-        self._done(task, seq)
-
-    def _done(self, task: asyncio.Task[Any], seq: int) -> None:
+    def _done(self, seq: int, task: asyncio.Task[Any]) -> None:
         self._inflight.discard(task)
         if self._window and len(self._inflight) < self._window:
             self._room.set()

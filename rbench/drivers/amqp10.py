@@ -30,7 +30,8 @@ from urllib.parse import quote
 from rbench.codec.amqp10 import Described, UByte, UInt, ULong
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
 from rbench.drivers._amqp10_link import Receiver, Sender
-from rbench.drivers.amqp10_protocol import FLUSH_BYTES, SOURCE, TARGET, Amqp10Uri, Connection, Session
+from rbench.drivers.amqp10_protocol import FLUSH_BYTES, SOURCE, TARGET, Connection, Session
+from rbench.drivers.amqp10_uri import Amqp10Uri
 from rbench.drivers.base import OnLost, OnMessage, PublishSink
 from rbench.drivers.connect import LossWatch, first_that_answers
 from rbench.drivers.replies import AccessRefused, NotFound
@@ -109,7 +110,6 @@ class Amqp10Publisher:
         self._waiter: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
-        self.published = 0
         sender.on_change = self._wake
         session.close_listeners.append(self._on_close)
         conn.flow_listeners.add(self._wake)
@@ -146,7 +146,6 @@ class Amqp10Publisher:
             conn.flush()                    # a long burst: write now, so the transport's flow control can act
         else:
             conn.schedule_flush()
-        self.published += 1
 
     def _wake(self) -> None:
         w = self._waiter
@@ -222,10 +221,6 @@ class Amqp10Consumer:
             r.write_flow(out, max(0, self._prefetch - (int(r.received) - self._settled)))
         self._conn.schedule_flush()
 
-    @property
-    def received(self) -> int:
-        return int(self._receiver.received)
-
     def _settle_pending(self) -> None:
         """Send the disposition for deliveries below the multi-ack threshold (runs every LINGER_S)."""
         if self._receiver.flush_dispositions(self._conn.reader.out):
@@ -278,10 +273,6 @@ class Amqp10Driver:
         if self._conn.error is not None:
             raise self._conn.error
         return self._conn
-
-    @property
-    def address_form(self) -> str:
-        return self.connection.uri.address
 
     async def open(self, target: ClusterTarget, on_lost: OnLost | None = None) -> None:
         self._uris = tuple(target.amqp10_uris or target.uris)

@@ -10,8 +10,9 @@ import pytest
 from rbench.codec import amqp091 as c
 from rbench.codec.amqp091 import K
 from rbench.config.types import PublisherSpec
-from rbench.drivers.amqp091 import Amqp091Publisher, AmqpUri
+from rbench.drivers.amqp091_connect import AmqpUri
 from rbench.drivers.amqp091_protocol import Connection
+from rbench.drivers.amqp091_publisher import Amqp091Publisher
 from rbench.drivers.replies import AccessRefused, NotFound, PreconditionFailed
 from rbench.errors import BrokerError, ConfigError
 from tests.loops import LoopRunner
