@@ -20,7 +20,7 @@ from pamqp import commands as spec_commands
 
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
 from rbench.config.uri import AMQP_SCHEMES, parse_uri
-from rbench.drivers.base import OnLost, OnMessage, PublishSink
+from rbench.drivers.base import OnLost, OnMessage, PublishSink, cannot_pause
 from rbench.drivers.connect import first_that_answers
 from rbench.drivers.replies import named
 from rbench.errors import BrokerError, ConnectionLost, os_error_text
@@ -150,6 +150,8 @@ class AioPikaPublisher:
 
 
 class AioPikaConsumer:
+    pausable = False         # the reference driver measures publish/consume cost; consumer.pause is amqp091's
+
     def __init__(self, channel: AbstractChannel, spec: ConsumerSpec, on_message: OnMessage):
         self._channel = channel
         self._spec = spec
@@ -191,6 +193,16 @@ class AioPikaConsumer:
                 self._started.set_exception(broker_error(exc, f"consume from {spec.queue}"))
             else:
                 raise
+
+    async def pause(self) -> None:
+        raise cannot_pause("aiopika")
+
+    async def resume(self) -> None:
+        raise cannot_pause("aiopika")
+
+    def resume_spec(self, spec: ConsumerSpec) -> ConsumerSpec:
+        """``spec``: the broker requeues what this consumer held unacked and redelivers it flagged."""
+        return spec
 
     async def aclose(self) -> None:
         if self._task is not None:

@@ -51,7 +51,7 @@ class AmqpUri:
 
 async def _connect_one(u: AmqpUri, name: str) -> Connection:
     loop = asyncio.get_running_loop()
-    conn = Connection(loop, u.user, u.password, u.vhost, u.heartbeat, min(u.frame_max, AMQP_FRAME_MAX), u.channel_max, name)
+    conn = Connection(loop, u.user, u.password, u.vhost, u.heartbeat, u.frame_max, u.channel_max, name)
     ctx = u.ssl_context()
     try:
         await loop.create_connection(lambda: conn, u.host, u.port, ssl=ctx,

@@ -25,6 +25,8 @@ class Amqp091Consumer:
     delay costs no 50 µs timer).
     """
 
+    pausable = True          # pause() is basic.cancel, resume() basic.consume again on the same channel
+
     def __init__(self, conn: Connection, channel: Channel, spec: ConsumerSpec, on_message: OnMessage) -> None:
         self._conn = conn
         self._channel = channel
@@ -84,6 +86,10 @@ class Amqp091Consumer:
         _, args = await self._channel.rpc(K.BASIC_CONSUME, (0, spec.queue, "", False, spec.auto_ack, False, False, arguments),
                                           (K.BASIC_CONSUME_OK,), f"consume from {spec.queue!r} (resume)")
         self._tag = args[0]
+
+    def resume_spec(self, spec: ConsumerSpec) -> ConsumerSpec:
+        """``spec``: the broker requeues what this consumer held unacked and redelivers it flagged."""
+        return spec
 
     def _on_deliver(self, tag: int, redelivered: bool, body: bytes, t_ns: int) -> None:
         self._on_message(body, redelivered, t_ns)

@@ -147,6 +147,7 @@ class Connection(asyncio.BufferedProtocol):
     def __init__(self, loop: asyncio.AbstractEventLoop, user: str, password: str, vhost: str,
                  heartbeat: int = 60, frame_max: int = AMQP_FRAME_MAX, channel_max: int = 2047,
                  name: str = "rbench") -> None:
+        frame_max = min(frame_max, AMQP_FRAME_MAX)      # more would not fit the reader's buffer
         self.loop = loop
         self._user = user
         self._password = password

@@ -32,7 +32,7 @@ from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topo
 from rbench.drivers._amqp10_link import Receiver, Sender
 from rbench.drivers.amqp10_protocol import FLUSH_BYTES, SOURCE, TARGET, Connection, Session
 from rbench.drivers.amqp10_uri import Amqp10Uri
-from rbench.drivers.base import OnLost, OnMessage, PublishSink
+from rbench.drivers.base import OnLost, OnMessage, PublishSink, cannot_pause
 from rbench.drivers.connect import LossWatch, first_that_answers
 from rbench.drivers.replies import AccessRefused, NotFound
 from rbench.drivers.work import SimulatedWork
@@ -185,6 +185,10 @@ class Amqp10Consumer:
     (``manual``): this class accepts what is done, and grants credit so that at most ``prefetch``
     deliveries are unsettled, as a 0.9.1 consumer's qos bounds its unacked messages."""
 
+    # not implemented: pausing is withdrawing the link's credit, which the C Receiver tops up by itself
+    # (docs/drivers.md)
+    pausable = False
+
     def __init__(self, conn: Connection, session: Session, receiver: Receiver, delay_ns: int = 0,
                  prefetch: int = 0) -> None:
         self._conn = conn
@@ -231,6 +235,17 @@ class Amqp10Consumer:
         self.error = error
         if self._work is not None:
             self._work.stop()
+
+    async def pause(self) -> None:
+        raise cannot_pause("amqp10")
+
+    async def resume(self) -> None:
+        raise cannot_pause("amqp10")
+
+    def resume_spec(self, spec: ConsumerSpec) -> ConsumerSpec:
+        """``spec``: the broker releases what this link held unsettled and delivers it again (first-acquirer
+        false, so flagged redelivered)."""
+        return spec
 
     async def aclose(self) -> None:
         if self._linger is not None:

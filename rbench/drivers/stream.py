@@ -2,20 +2,17 @@
 
 Shape, and why:
 
-* one locator connection per driver for declare/delete/metadata, and one connection per
-  publisher and per consumer (to the stream leader for publishers), so producers and
-  consumers do not share a socket and their CPU and latency stay attributable;
+* one locator connection per driver for declare/delete/metadata (this module), and one
+  connection per publisher (stream_publisher, to the stream's leader) and per consumer
+  (stream_consumer), so producers and consumers do not share a socket and their CPU and
+  latency stay attributable; the connections themselves are stream_wire's;
 * publishers give each message the runtime's ``seq`` as publishing id, so a
   ``PublishConfirm`` maps to ``PublishSink.on_confirm(seq, ...)`` with no lookup table;
   messages published in the same event-loop turn go out as one ``Publish`` frame
   (the batch-of-100 case is one frame, the single-message case is one frame per message);
 * consumers subscribe with ``ConsumerSpec.prefetch`` as credit (in chunks; 0 means
   the rstream default of 10) and give one credit back per chunk handled, so
-  ``on_message`` back-pressure reaches the broker;
-* offsets: ``first``, ``last``, ``next``, ``offset:N`` (messages before N in the
-  first chunk are skipped, so delivery starts exactly at N), ``timestamp:MS``
-  (chunk granularity, as the broker does it: delivery starts at the first chunk
-  written at or after MS, so a few earlier messages of that chunk may arrive);
+  ``on_message`` back-pressure reaches the broker; offsets as stream_consumer reads them;
 * ``message_format``: ``amqp`` wraps the body in an AMQP 1.0 ``data`` section (written
   by the C frame builder in ext/codec/stream.pyx, byte-identical to
   ``rbench.codec.amqp10.encode_data``; consumers decode with ``amqp10.decode_data``),

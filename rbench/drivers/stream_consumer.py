@@ -16,7 +16,7 @@ from rstream import schema
 from rstream.constants import OffsetType
 
 from rbench.config.types import ConsumerSpec
-from rbench.drivers.base import OnMessage
+from rbench.drivers.base import OnMessage, cannot_pause
 from rbench.drivers.stream_wire import StreamProtocol, credit_frame, decode_amqp_data, iter_records, now_ns
 from rbench.errors import BrokerError, CodecError, ConfigError
 
@@ -45,6 +45,10 @@ def offset_spec(kind: int, value: int | None) -> schema.OffsetSpec:
 
 class StreamConsumer:
     """One subscription (id 0 on its own connection)."""
+
+    # a stream keeps every message whatever its consumers do: its depth never drains, so consumer.pause has
+    # nothing to watch (docs/drivers.md)
+    pausable = False
 
     def __init__(self, proto: StreamProtocol, spec: ConsumerSpec, on_message: OnMessage,
                  subscription_id: int = 0) -> None:
@@ -102,6 +106,12 @@ class StreamConsumer:
 
     def on_connection_lost(self, err: BrokerError) -> None:
         self.error = err
+
+    async def pause(self) -> None:
+        raise cannot_pause("stream")
+
+    async def resume(self) -> None:
+        raise cannot_pause("stream")
 
     def resume_spec(self, spec: ConsumerSpec) -> ConsumerSpec:
         """The spec to subscribe again with after a lost connection: from the first offset not yet handled
