@@ -190,6 +190,9 @@ class Amqp091Consumer:
         self._conn.flush()
         await ch.close()
 
-    # the runtime only acks (or, with consumer.nack, nacks); tests reject single deliveries
+    # the runtime only acks (or, with consumer.nack, nacks everything); tests nack and reject single deliveries
+    def nack(self, tag: int, multiple: bool = False, requeue: bool = True) -> None:
+        self._channel.send_method(K.BASIC_NACK, (tag, multiple, requeue))
+
     def reject(self, tag: int, requeue: bool = True) -> None:
         self._channel.send_method(K.BASIC_REJECT, (tag, requeue))

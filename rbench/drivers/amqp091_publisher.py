@@ -61,6 +61,7 @@ class Amqp091Publisher:
         self._waiter: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
+        self.returned = 0                           # basic.returns seen (tests)
         channel.on_return = self._on_return
         channel.close_listeners.append(self._on_close)
         conn.flow_listeners.add(self._wake)
@@ -131,6 +132,7 @@ class Amqp091Publisher:
             self._drained.set_result(None)
 
     def _on_return(self, args: tuple[Any, ...], props: dict[str, Any], body: bytes) -> None:
+        self.returned += 1
         self._sink.on_return(body, time.time_ns())
 
     def _on_close(self, error: BaseException) -> None:
