@@ -45,7 +45,8 @@ REQUIRED: tuple[str, ...] = (
     "wrong password → ConnectError within 10 s, password masked (`***`)",
     "closed port → ConnectError within 10 s naming the refusal, password masked",
     "publish, then consume: every message delivered once, stamp intact, in publishing order",
-    "a consumer's `aclose()` stops its deliveries",
+    "a consumer's `aclose()` stops its deliveries, and the driver's `messages_ready(queue)` counts what is left "
+    "(the stream driver raises ConfigError: a stream never empties)",
     "a consumer's `pausable` is what the matrix's `pause` column says",
     "a consumer's `resume_spec(spec)` is `spec` itself where the broker redelivers what was unacked "
     "(every driver but `stream`; checked with `reconnect`)",

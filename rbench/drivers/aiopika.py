@@ -266,6 +266,17 @@ class AioPikaDriver:
             if not channel.is_closed:
                 await channel.close()
 
+    async def messages_ready(self, queue: str) -> int:
+        channel = await self._conn().channel()
+        try:
+            declared = await channel.declare_queue(queue, passive=True)
+            return int(declared.declaration_result.message_count or 0)
+        except aiormq.exceptions.AMQPChannelError as exc:
+            raise broker_error(exc, f"declare queue {queue!r} (passive)") from None
+        finally:
+            if not channel.is_closed:
+                await channel.close()
+
     async def delete_queues(self, names: list[str]) -> None:
         channel = await self._conn().channel()
         for name in names:

@@ -92,6 +92,9 @@ class Amqp091Driver:
         finally:
             await ch.close()
 
+    async def messages_ready(self, queue: str) -> int:
+        return (await self.queue_declare(queue, passive=True))[1]
+
     async def delete_queues(self, names: list[str]) -> None:
         ch = await self.connection.channel()
         try:

@@ -316,6 +316,9 @@ class Amqp10Driver:
                                                                                          arguments)
         return result
 
+    async def messages_ready(self, queue: str) -> int:
+        return (await self.queue_declare(queue, passive=True))[1]
+
     async def delete_queues(self, names: list[str]) -> None:
         await (await self._admin_driver()).delete_queues(names)
 

@@ -188,6 +188,10 @@ class StreamDriver:
             except Exception:
                 pass
 
+    async def messages_ready(self, queue: str) -> int:
+        raise ConfigError(f"stream {queue!r}: a stream keeps every message, so it is never empty "
+                          "(consumer exit_when: empty is for queues)")
+
     async def delete_streams(self, names: list[str]) -> None:
         """Delete streams (missing ones are fine): test and scenario clean-up."""
         loc = self._loc()

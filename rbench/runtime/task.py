@@ -435,7 +435,7 @@ class TaskRun:
                     continue
                 if self.plan.exit_when == "empty":
                     try:
-                        _, messages, _ = await self.driver.queue_declare(spec.queue, passive=True)  # type: ignore[attr-defined]
+                        messages = await self.driver.messages_ready(spec.queue)
                     except ConnectionLost:
                         continue            # the reconnect re-opens the driver; ask again then
                     if messages:

@@ -233,6 +233,7 @@ def test_open_and_aclose(row: DriverRow, endpoint: str, proxy: TcpProxy, unique_
     """aclose really closes the driver's connections, and a closed driver refuses work with a BrokerError."""
     async def main() -> None:
         d = await opened(row, proxy.uri(endpoint))
+        assert isinstance(d, Driver)
         assert proxy.connections >= 1
         await asyncio.wait_for(d.aclose(), 10)
         assert await wait_until(lambda: proxy.connections == 0, 5), f"{proxy.connections} connection(s) left open"
@@ -511,6 +512,10 @@ def test_consumer_aclose_stops_deliveries(row: DriverRow, endpoint: str, amqp_ur
             assert [s[1] for s in inbox.stamps] == list(range(10))          # nothing after aclose
             if row.queue_type == "classic":
                 assert await ready_count(amqp_url, unique_name) == 10       # the rest waits in the queue
+                assert await asyncio.wait_for(d.messages_ready(unique_name), 10) == 10
+            else:
+                with pytest.raises(ConfigError, match="never empty"):
+                    await asyncio.wait_for(d.messages_ready(unique_name), 10)
             await asyncio.wait_for(pub.aclose(), 10)
 
     run(main(), timeout=30)
