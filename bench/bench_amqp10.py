@@ -169,7 +169,7 @@ def run_proton(url: str, queue: str, n: int, credit: int, durable: bool, timeout
 def run_proton_c(binary: str, url: str, queue: str, n: int, credit: int, durable: bool,
                  timeout: float) -> dict[str, Any]:
     """The C peer (bench/peers/proton_c_peer.c on libqpid-proton): quiver's C client's kind of client."""
-    from rbench.drivers.amqp091 import AmqpUri
+    from rbench.drivers.amqp091_connect import AmqpUri
 
     uri = AmqpUri(url)
     args = [uri.host, str(uri.port), uri.user, f"/amq/queue/{queue}", str(n), str(credit), str(int(durable)),

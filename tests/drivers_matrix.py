@@ -28,6 +28,9 @@ FEATURES: dict[str, str] = {
     "returns": "a mandatory publish to a key nothing is bound to comes back through `on_return` (and is acked)",
     "prefetch": "`prefetch` bounds the deliveries a consumer holds unacked (broker-side count)",
     "multi_ack": "`multi_ack_every=N` acks N deliveries at a time with multiple=true; none is left unacked",
+    "pause": "a consumer's `pausable` is True: `pause()` stops its deliveries (the rest waits in the queue) and "
+             "`resume()` starts them again (consumer.pause, docs/broker.md); without it `pausable` is False and "
+             "both raise ConfigError",
     "streams": "publishes to a stream queue and consumes it from offset `first`",
     "tls": "connects over TLS (a TLS-terminating proxy in front of the broker) and round-trips messages",
     "reconnect": "a connection cut (TCP proxy) is one `ConnectionLost`: `open()`'s `on_lost` is called once (never "
@@ -42,7 +45,11 @@ REQUIRED: tuple[str, ...] = (
     "wrong password → ConnectError within 10 s, password masked (`***`)",
     "closed port → ConnectError within 10 s naming the refusal, password masked",
     "publish, then consume: every message delivered once, stamp intact, in publishing order",
-    "a consumer's `aclose()` stops its deliveries",
+    "a consumer's `aclose()` stops its deliveries, and the driver's `messages_ready(queue)` counts what is left "
+    "(the stream driver raises ConfigError: a stream never empties)",
+    "a consumer's `pausable` is what the matrix's `pause` column says",
+    "a consumer's `resume_spec(spec)` is `spec` itself where the broker redelivers what was unacked "
+    "(every driver but `stream`; checked with `reconnect`)",
     "connection cut mid-publish (TCP proxy): `ready()`/`publish()` raise a BrokerError within 10 s, "
     "`drain()` and `aclose()` return, and confirmed + refused + still outstanding = published (no silent loss)",
     "20 ms of added network latency each way shows in every confirm's latency (drivers with confirms)",
@@ -85,14 +92,16 @@ MATRIX: dict[str, DriverRow] = {row.name: row for row in (
     DriverRow(
         "amqp091", "amqp", "classic", _amqp_target, "delete_queues", tls_query="cacertfile={ca}",
         supports={"declare": True, "confirms": True, "ordered_confirms": True, "confirm_window": True,
-                  "returns": True, "prefetch": True, "multi_ack": True, "streams": True, "tls": True,
-                  "reconnect": True}),
+                  "returns": True, "prefetch": True, "multi_ack": True, "pause": True, "streams": True,
+                  "tls": True, "reconnect": True}),
     DriverRow(
         "aiopika", "amqp", "classic", _amqp_target, "delete_queues", tls_query="cafile={ca}",
         supports={"declare": True, "confirms": True,
                   "ordered_confirms": "one asyncio task per publish: a confirm reaches the sink when its task "
                                       "is next scheduled, so seqs can come out of order (each still exactly once)",
                   "confirm_window": True, "returns": True, "prefetch": True, "multi_ack": True,
+                  "pause": "not implemented: the reference driver is the yardstick for what publishing and "
+                           "consuming cost; the plan refuses consumer.pause for it",
                   "streams": "the reference driver passes no consumer arguments, so it cannot ask for "
                              "x-stream-offset=first (RabbitMQ starts a stream consumer at `next`)",
                   "tls": True, "reconnect": True}),
@@ -105,6 +114,9 @@ MATRIX: dict[str, DriverRow] = {row.name: row for row in (
                   "multi_ack": "dispositions are batched (one ranged disposition per N or per read), but the "
                                "suite's byte budget counts 21-byte 0.9.1 acks, and each 1.0 credit top-up is a "
                                "51-byte flow frame (tests/broker/test_amqp10_driver.py checks the batching)",
+                  "pause": "not implemented: pausing a link is withdrawing its credit, and the C Receiver "
+                           "(ext/drivers/amqp10_link.pyx) tops its credit up by itself as deliveries arrive; the "
+                           "plan refuses consumer.pause for it",
                   "streams": "RabbitMQ 3.x's AMQP 1.0 plugin cannot read a stream from an offset (4.x only)",
                   "tls": True, "reconnect": True}),
     DriverRow(
@@ -114,6 +126,9 @@ MATRIX: dict[str, DriverRow] = {row.name: row for row in (
                              "stream by name, and a missing stream is refused when the publisher is declared (404)",
                   "prefetch": "stream credit counts chunks, not messages, and stream consumers do not ack",
                   "multi_ack": "stream consumers do not ack; the driver gives credit back per chunk",
+                  "pause": "a stream keeps every message whatever its consumers do: its depth never drains, so "
+                           "consumer.pause (which resumes and ends on the queues' depth) has nothing to watch; the "
+                           "plan refuses it for this driver",
                   "streams": True,
                   "tls": "rabbitmq-stream+tls:// is refused by stream_wire.parse_stream_uri (not implemented)",
                   "reconnect": True}),

@@ -156,7 +156,7 @@ class BrokerSampler:
 
     def __init__(self, run_dir: Path, run_id: str, target: ClusterTarget, queues: list[str], cfg: BrokerMetrics,
                  out: TextIO | None) -> None:
-        from rbench.drivers.amqp091 import AmqpUri
+        from rbench.drivers.amqp091_connect import AmqpUri
 
         self.run_dir, self.run_id, self.target, self.cfg, self.out = run_dir, run_id, target, cfg, out
         self.queues = list(queues)

@@ -20,7 +20,7 @@ from pamqp import commands as spec_commands
 
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
 from rbench.config.uri import AMQP_SCHEMES, parse_uri
-from rbench.drivers.base import OnLost, OnMessage, PublishSink
+from rbench.drivers.base import OnLost, OnMessage, PublishSink, cannot_pause
 from rbench.drivers.connect import first_that_answers
 from rbench.drivers.replies import named
 from rbench.errors import BrokerError, ConnectionLost, os_error_text
@@ -98,12 +98,9 @@ class AioPikaPublisher:
         task = asyncio.get_running_loop().create_task(
             self._exchange.publish(message, self._spec.routing_key, mandatory=self._spec.mandatory))
         self._inflight.add(task)
-        task.add_done_callback(functools.partial(self._finished, seq))
+        task.add_done_callback(functools.partial(self._done, seq))
 
-    def _finished(self, seq: int, task: asyncio.Task[Any]) -> None:
-        self._done(task, seq)
-
-    def _done(self, task: asyncio.Task[Any], seq: int) -> None:
+    def _done(self, seq: int, task: asyncio.Task[Any]) -> None:
         self._inflight.discard(task)
         if self._window and len(self._inflight) < self._window:
             self._room.set()
@@ -153,6 +150,8 @@ class AioPikaPublisher:
 
 
 class AioPikaConsumer:
+    pausable = False         # the reference driver measures publish/consume cost; consumer.pause is amqp091's
+
     def __init__(self, channel: AbstractChannel, spec: ConsumerSpec, on_message: OnMessage):
         self._channel = channel
         self._spec = spec
@@ -194,6 +193,16 @@ class AioPikaConsumer:
                 self._started.set_exception(broker_error(exc, f"consume from {spec.queue}"))
             else:
                 raise
+
+    async def pause(self) -> None:
+        raise cannot_pause("aiopika")
+
+    async def resume(self) -> None:
+        raise cannot_pause("aiopika")
+
+    def resume_spec(self, spec: ConsumerSpec) -> ConsumerSpec:
+        """``spec``: the broker requeues what this consumer held unacked and redelivers it flagged."""
+        return spec
 
     async def aclose(self) -> None:
         if self._task is not None:
@@ -253,6 +262,17 @@ class AioPikaDriver:
                 await (await channel.get_queue(queue, ensure=False)).bind(topology.exchange, key)
         except aiormq.exceptions.AMQPChannelError as exc:
             raise broker_error(exc, "declare topology") from None
+        finally:
+            if not channel.is_closed:
+                await channel.close()
+
+    async def messages_ready(self, queue: str) -> int:
+        channel = await self._conn().channel()
+        try:
+            declared = await channel.declare_queue(queue, passive=True)
+            return int(declared.declaration_result.message_count or 0)
+        except aiormq.exceptions.AMQPChannelError as exc:
+            raise broker_error(exc, f"declare queue {queue!r} (passive)") from None
         finally:
             if not channel.is_closed:
                 await channel.close()

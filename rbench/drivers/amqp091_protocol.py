@@ -8,7 +8,7 @@ iteration (``schedule_flush``), so a burst of publishes and acks is one syscall.
 This module knows the connection handshake (PLAIN), tune, heartbeats, blocked /
 unblocked, channels and their synchronous RPCs, and maps connection.close and
 channel.close to named errors. Publishing and consuming policy lives in
-rbench/drivers/amqp091.py.
+rbench/drivers/amqp091_publisher.py and amqp091_consumer.py.
 """
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ import asyncio
 import collections
 import logging
 import platform
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -26,16 +25,19 @@ from rbench.codec.amqp091 import (
     K,
     encode_heartbeat,
     encode_method,
+    key,
     method_name,
 )
+from rbench.drivers.connect import AMQP_FRAME_MAX
 from rbench.drivers.replies import AmqpError, ConnectionLost, error_for
 from rbench.errors import BrokerError, CodecError
 
 log = logging.getLogger(__name__)
 
-CLIENT_FRAME_MAX = 131072
 FLUSH_BYTES = 256 * 1024          # write at once when this much is buffered (large bursts)
 MAX_MISSED_HEARTBEATS = 2
+# the tx class (PerfTest -m / -n), which the codec's K does not name
+TX_SELECT, TX_SELECT_OK, TX_COMMIT, TX_COMMIT_OK = key(90, 10), key(90, 11), key(90, 20), key(90, 21)
 
 
 class Channel:
@@ -54,10 +56,6 @@ class Channel:
         self.on_cancel: Callable[[str], None] | None = None
         self.close_listeners: list[Callable[[BaseException], None]] = []
         self._last_doing = "channel"
-
-    @property
-    def is_open(self) -> bool:
-        return self.error is None
 
     def send_method(self, key: int, args: tuple[Any, ...] = ()) -> None:
         """Queue a method without waiting for a reply (acks, nowait methods)."""
@@ -147,8 +145,9 @@ class Connection(asyncio.BufferedProtocol):
     """One AMQP connection: handshake, heartbeats, flow control, channel routing."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, user: str, password: str, vhost: str,
-                 heartbeat: int = 60, frame_max: int = CLIENT_FRAME_MAX, channel_max: int = 2047,
+                 heartbeat: int = 60, frame_max: int = AMQP_FRAME_MAX, channel_max: int = 2047,
                  name: str = "rbench") -> None:
+        frame_max = min(frame_max, AMQP_FRAME_MAX)      # more would not fit the reader's buffer
         self.loop = loop
         self._user = user
         self._password = password
@@ -405,10 +404,6 @@ class Connection(asyncio.BufferedProtocol):
             await asyncio.wait_for(asyncio.shield(self.lost), timeout)
         except asyncio.TimeoutError:
             self.transport.abort()
-
-
-def now_s() -> float:
-    return time.monotonic()
 
 
 __all__ = ["AmqpError", "Channel", "Connection"]

@@ -30,8 +30,9 @@ from urllib.parse import quote
 from rbench.codec.amqp10 import Described, UByte, UInt, ULong
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
 from rbench.drivers._amqp10_link import Receiver, Sender
-from rbench.drivers.amqp10_protocol import FLUSH_BYTES, SOURCE, TARGET, Amqp10Uri, Connection, Session
-from rbench.drivers.base import OnLost, OnMessage, PublishSink
+from rbench.drivers.amqp10_protocol import FLUSH_BYTES, SOURCE, TARGET, Connection, Session
+from rbench.drivers.amqp10_uri import Amqp10Uri
+from rbench.drivers.base import OnLost, OnMessage, PublishSink, cannot_pause
 from rbench.drivers.connect import LossWatch, first_that_answers
 from rbench.drivers.replies import AccessRefused, NotFound
 from rbench.drivers.work import SimulatedWork
@@ -109,7 +110,6 @@ class Amqp10Publisher:
         self._waiter: asyncio.Future[None] | None = None
         self._drained: asyncio.Future[None] | None = None
         self._error: BaseException | None = None
-        self.published = 0
         sender.on_change = self._wake
         session.close_listeners.append(self._on_close)
         conn.flow_listeners.add(self._wake)
@@ -146,7 +146,6 @@ class Amqp10Publisher:
             conn.flush()                    # a long burst: write now, so the transport's flow control can act
         else:
             conn.schedule_flush()
-        self.published += 1
 
     def _wake(self) -> None:
         w = self._waiter
@@ -186,6 +185,10 @@ class Amqp10Consumer:
     (``manual``): this class accepts what is done, and grants credit so that at most ``prefetch``
     deliveries are unsettled, as a 0.9.1 consumer's qos bounds its unacked messages."""
 
+    # not implemented: pausing is withdrawing the link's credit, which the C Receiver tops up by itself
+    # (docs/drivers.md)
+    pausable = False
+
     def __init__(self, conn: Connection, session: Session, receiver: Receiver, delay_ns: int = 0,
                  prefetch: int = 0) -> None:
         self._conn = conn
@@ -222,10 +225,6 @@ class Amqp10Consumer:
             r.write_flow(out, max(0, self._prefetch - (int(r.received) - self._settled)))
         self._conn.schedule_flush()
 
-    @property
-    def received(self) -> int:
-        return int(self._receiver.received)
-
     def _settle_pending(self) -> None:
         """Send the disposition for deliveries below the multi-ack threshold (runs every LINGER_S)."""
         if self._receiver.flush_dispositions(self._conn.reader.out):
@@ -236,6 +235,17 @@ class Amqp10Consumer:
         self.error = error
         if self._work is not None:
             self._work.stop()
+
+    async def pause(self) -> None:
+        raise cannot_pause("amqp10")
+
+    async def resume(self) -> None:
+        raise cannot_pause("amqp10")
+
+    def resume_spec(self, spec: ConsumerSpec) -> ConsumerSpec:
+        """``spec``: the broker releases what this link held unsettled and delivers it again (first-acquirer
+        false, so flagged redelivered)."""
+        return spec
 
     async def aclose(self) -> None:
         if self._linger is not None:
@@ -279,10 +289,6 @@ class Amqp10Driver:
             raise self._conn.error
         return self._conn
 
-    @property
-    def address_form(self) -> str:
-        return self.connection.uri.address
-
     async def open(self, target: ClusterTarget, on_lost: OnLost | None = None) -> None:
         self._uris = tuple(target.amqp10_uris or target.uris)
         self._closed = False
@@ -309,6 +315,9 @@ class Amqp10Driver:
         result: tuple[str, int, int] = await (await self._admin_driver()).queue_declare(name, passive, durable,
                                                                                          arguments)
         return result
+
+    async def messages_ready(self, queue: str) -> int:
+        return (await self.queue_declare(queue, passive=True))[1]
 
     async def delete_queues(self, names: list[str]) -> None:
         await (await self._admin_driver()).delete_queues(names)

@@ -14,23 +14,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
 import struct
 from typing import Any
-from urllib.parse import parse_qs, unquote, urlsplit
 
-from rbench.codec.amqp10 import Described, Symbol, UByte, UInt, ULong, UShort, decode_value_at, encode_value
+from rbench.codec.amqp10 import Described, Symbol, UInt, ULong, UShort, decode_value_at, encode_value
 from rbench.drivers import replies
 from rbench.drivers._amqp10_link import FrameReader, empty_frame
-from rbench.drivers.connect import tls_context
+from rbench.drivers.amqp10_uri import Amqp10Uri
+from rbench.drivers.connect import AMQP_FRAME_MAX
 from rbench.drivers.replies import AccessRefused, AmqpError, ConnectionLost
-from rbench.errors import BrokerError, CodecError, ConfigError, mask_uri
+from rbench.errors import BrokerError, CodecError
 
 log = logging.getLogger(__name__)
 
 SASL_HEADER = b"AMQP\x03\x01\x00\x00"
 AMQP_HEADER = b"AMQP\x00\x01\x00\x00"
-CLIENT_MAX_FRAME = 131072
 FLUSH_BYTES = 256 * 1024
 WINDOW = 0x7FFFFFFF                 # session windows: we never hold the broker back at session level
 
@@ -78,66 +76,6 @@ def performative(code: int, fields: list[Any]) -> bytes:
 
 def frame(channel: int, body: bytes, frame_type: int = 0) -> bytes:
     return struct.pack(">IBBH", 8 + len(body), 2, frame_type, channel) + body
-
-
-class Amqp10Uri:
-    """The parts of an amqp:// or amqps:// URI an AMQP 1.0 connection needs (password never printed).
-
-    Query parameters: ``heartbeat`` (s, our idle-time-out is twice that), ``frame_max``,
-    ``channel_max``, ``sasl`` (plain | anonymous; default plain, anonymous when the URI has
-    no user), ``address`` (v1: RabbitMQ 3.x /amq/queue/Q and /exchange/X/K; v2: 4.x
-    /queues/Q and /exchanges/X/K; default v1), ``credit`` (receiver link credit when the
-    consumer has no prefetch) and the 0.9.1 driver's TLS options.
-    """
-
-    __slots__ = ("uri", "tls", "host", "port", "user", "password", "vhost", "heartbeat", "frame_max",
-                 "channel_max", "sasl", "address", "credit", "verify", "cacertfile", "certfile", "keyfile",
-                 "server_name")
-
-    def __init__(self, uri: str) -> None:
-        parts = urlsplit(uri)
-        if parts.scheme not in ("amqp", "amqps"):
-            raise ConfigError(f"{mask_uri(uri)}: expected an amqp:// or amqps:// URI")
-        self.uri = uri
-        self.tls = parts.scheme == "amqps"
-        self.host = parts.hostname or "localhost"
-        try:
-            self.port = parts.port or (5671 if self.tls else 5672)
-        except ValueError:
-            raise ConfigError(f"{mask_uri(uri)}: invalid port") from None
-        self.user = unquote(parts.username) if parts.username is not None else "guest"
-        self.password = unquote(parts.password) if parts.password is not None else "guest"
-        self.vhost = "/" if parts.path in ("", "/") else unquote(parts.path[1:])
-        query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-        try:
-            self.heartbeat = int(query.get("heartbeat", 60))
-            self.frame_max = int(query.get("frame_max", CLIENT_MAX_FRAME))
-            self.channel_max = int(query.get("channel_max", 2047))
-            self.credit = int(query.get("credit", 500))
-        except ValueError:
-            raise ConfigError(f"{mask_uri(uri)}: heartbeat, frame_max, channel_max and credit must be integers") from None
-        if self.frame_max < 512:
-            raise ConfigError(f"{mask_uri(uri)}: frame_max: expected at least 512 (AMQP 1.0 minimum)")
-        self.sasl = query.get("sasl", "plain" if parts.username is not None else "anonymous").lower()
-        if self.sasl not in ("plain", "anonymous"):
-            raise ConfigError(f"{mask_uri(uri)}: sasl: expected plain or anonymous, got {self.sasl!r}")
-        self.address = query.get("address", "v1").lower()
-        if self.address not in ("v1", "v2"):
-            raise ConfigError(f"{mask_uri(uri)}: address: expected v1 (RabbitMQ 3.x) or v2 (4.x), got {self.address!r}")
-        self.verify = query.get("verify", "verify_peer") != "verify_none"
-        self.cacertfile = query.get("cacertfile")
-        self.certfile = query.get("certfile")
-        self.keyfile = query.get("keyfile")
-        self.server_name = query.get("server_name_indication", self.host)
-
-    @property
-    def masked(self) -> str:
-        return mask_uri(self.uri)
-
-    def ssl_context(self) -> ssl.SSLContext | None:
-        if not self.tls:
-            return None
-        return tls_context(self.masked, self.cacertfile, self.certfile, self.keyfile, self.verify)
 
 
 class Session:
@@ -229,7 +167,7 @@ class Connection(asyncio.Protocol):
         self.closed: asyncio.Future[None] = loop.create_future()
         self.sessions: dict[int, Session] = {}          # our channel → session
         self.remote: dict[int, Session] = {}            # the broker's channel → session
-        self.max_frame = min(uri.frame_max, CLIENT_MAX_FRAME)
+        self.max_frame = min(uri.frame_max, AMQP_FRAME_MAX)
         self.channel_max = uri.channel_max
         self.remote_properties: dict[Any, Any] = {}
         self.error: BaseException | None = None
@@ -501,4 +439,4 @@ class Connection(asyncio.Protocol):
                 self.transport.abort()
 
 
-__all__ = ["Amqp10Uri", "Connection", "Session", "UByte", "refusal"]
+__all__ = ["Connection", "Session", "refusal"]

@@ -19,7 +19,12 @@ node going down) is one named error, ``rbench.errors.ConnectionLost``: a driver 
 calls the ``on_lost`` callback given to ``open()`` once, so a task that only consumes learns of
 it too. The driver does not reconnect by itself: the runtime (rbench/runtime/reconnect.py)
 closes it, opens a fresh one on the next URI, declares again and re-opens every publisher and
-consumer (docs/drivers.md, "When a connection is lost").
+consumer, each consumer with the spec its old one's ``resume_spec`` gives (docs/drivers.md, "When
+a connection is lost").
+
+What a driver cannot do it says with a flag the runtime reads, never by leaving a method out:
+``Driver.reconnect`` (may the runtime ride through a lost connection) and ``Consumer.pausable``
+(do ``pause()``/``resume()`` work); docs/drivers.md's feature matrix lists both per driver.
 """
 from __future__ import annotations
 
@@ -68,8 +73,33 @@ class Publisher(Protocol):
 
 @runtime_checkable
 class Consumer(Protocol):
+    # True when pause()/resume() stop and restart this consumer's deliveries (consumer.pause, docs/broker.md);
+    # False: the driver cannot, pause()/resume() raise ConfigError (cannot_pause), and the runtime leaves it be
+    # (the matrix's `pause` column; rbench.plan refuses consumer.pause for such a driver before a run)
+    pausable: bool
+
+    async def pause(self) -> None:
+        """Stop deliveries until ``resume()``: what was delivered is still handed on and acked, the rest waits
+        in the queue. Pausing a paused consumer does nothing."""
+
+    async def resume(self) -> None:
+        """Deliver again after ``pause()``, with the same settings (prefetch, arguments); resuming a consumer
+        that is not paused does nothing."""
+
+    def resume_spec(self, spec: ConsumerSpec) -> ConsumerSpec:
+        """The spec to subscribe ``spec``'s consumer again with on a fresh driver after a lost connection.
+
+        ``spec`` itself where the broker gives back what was unacked (flagged redelivered); a stream, which has
+        no acks, goes on from the first offset this consumer had not handled, so nothing is delivered twice
+        and nothing published meanwhile is missed."""
+
     async def aclose(self) -> None:
         """Cancel the subscription; messages still in flight may be redelivered elsewhere."""
+
+
+def cannot_pause(driver: str) -> ConfigError:
+    """What pause()/resume() of a consumer whose ``pausable`` is False raise."""
+    return ConfigError(f"consumer.pause: the {driver} driver cannot pause a consumer (docs/drivers.md)")
 
 
 # Called at most once, on the event loop, when a connection of an opened driver ends (never because of
@@ -95,6 +125,11 @@ class Driver(Protocol):
     async def publisher(self, spec: PublisherSpec, sink: PublishSink) -> Publisher: ...
 
     async def consumer(self, spec: ConsumerSpec, on_message: OnMessage) -> Consumer: ...
+
+    async def messages_ready(self, queue: str) -> int:
+        """Messages waiting in ``queue`` for delivery, as the broker counts them now (not those delivered and
+        unacked): consumer exit_when: empty asks it. A stream never empties, so the stream driver raises
+        ConfigError."""
 
     async def aclose(self) -> None: ...
 

@@ -3,7 +3,8 @@
 A cluster lists several node URIs; a driver tries them in order within one deadline
 (each URI gets a fair share of what is left, at least a second), and when none answers
 the error names every URI tried, password masked, with why it failed. Drivers differ only
-in how they open one connection and how they describe their protocol's failures.
+in how they open one connection and how they describe their protocol's failures. What
+they share when they negotiate (the AMQP frame size, TLS) is here too.
 """
 from __future__ import annotations
 
@@ -19,6 +20,12 @@ if TYPE_CHECKING:
     from rbench.drivers.base import OnLost
 
 T = TypeVar("T")
+
+# The largest frame an AMQP driver asks the broker for (0-9-1 tune frame_max, 1.0 open max-frame-size).
+# A URI's frame_max may lower it, never raise it: the 0-9-1 frame reader's buffer is sized for it. The
+# compiled 0-9-1 codec's default (rbench.codec.amqp091.DEFAULT_FRAME_MAX) is the same number, which
+# tests/unit/test_amqp091_codec.py checks. (The stream protocol's is its own: stream_wire.FRAME_MAX.)
+AMQP_FRAME_MAX = 131_072
 
 
 async def first_that_answers(uris: Sequence[str], open_one: Callable[[str], Awaitable[T]], timeout: float,

@@ -2,20 +2,17 @@
 
 Shape, and why:
 
-* one locator connection per driver for declare/delete/metadata, and one connection per
-  publisher and per consumer (to the stream leader for publishers), so producers and
-  consumers do not share a socket and their CPU and latency stay attributable;
+* one locator connection per driver for declare/delete/metadata (this module), and one
+  connection per publisher (stream_publisher, to the stream's leader) and per consumer
+  (stream_consumer), so producers and consumers do not share a socket and their CPU and
+  latency stay attributable; the connections themselves are stream_wire's;
 * publishers give each message the runtime's ``seq`` as publishing id, so a
   ``PublishConfirm`` maps to ``PublishSink.on_confirm(seq, ...)`` with no lookup table;
   messages published in the same event-loop turn go out as one ``Publish`` frame
   (the batch-of-100 case is one frame, the single-message case is one frame per message);
 * consumers subscribe with ``ConsumerSpec.prefetch`` as credit (in chunks; 0 means
   the rstream default of 10) and give one credit back per chunk handled, so
-  ``on_message`` back-pressure reaches the broker;
-* offsets: ``first``, ``last``, ``next``, ``offset:N`` (messages before N in the
-  first chunk are skipped, so delivery starts exactly at N), ``timestamp:MS``
-  (chunk granularity, as the broker does it: delivery starts at the first chunk
-  written at or after MS, so a few earlier messages of that chunk may arrive);
+  ``on_message`` back-pressure reaches the broker; offsets as stream_consumer reads them;
 * ``message_format``: ``amqp`` wraps the body in an AMQP 1.0 ``data`` section (written
   by the C frame builder in ext/codec/stream.pyx, byte-identical to
   ``rbench.codec.amqp10.encode_data``; consumers decode with ``amqp10.decode_data``),
@@ -25,36 +22,29 @@ Shape, and why:
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
-import struct
-from dataclasses import replace
-from typing import Any, cast
+from typing import Any
 
 from rstream import schema
-from rstream.constants import OffsetType
 
-from rbench.codec._stream import PUBLISH_HEADER_SIZE, PublishFrame, confirm_each
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, QueueDecl, Topology
 from rbench.drivers.base import OnLost, OnMessage, PublishSink
 from rbench.drivers.connect import first_that_answers
 from rbench.drivers.replies import PreconditionFailed
+from rbench.drivers.stream_consumer import StreamConsumer, offset_spec, parse_offset
+from rbench.drivers.stream_publisher import StreamPublisher
 from rbench.drivers.stream_wire import (
     CONNECT_TIMEOUT_S,
     StreamProtocol,
-    credit_frame,
-    decode_amqp_data,
-    iter_records,
-    now_ns,
     open_connection,
+    response_error,
     stream_uri_from_amqp,
 )
-from rbench.errors import BrokerError, CodecError, ConfigError, ConnectError, ConnectionLost
+from rbench.errors import BrokerError, ConfigError, ConnectError, ConnectionLost
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CREDIT = 10
-_ERR = struct.Struct(">QH")
 
 # x-argument of a stream queue → stream protocol Create argument
 CREATE_ARGUMENTS = {
@@ -87,263 +77,6 @@ def create_arguments(queue: QueueDecl) -> dict[str, str]:
                               f"(expected one of {', '.join(sorted(CREATE_ARGUMENTS))})")
         out[name] = str(value).lower() if isinstance(value, bool) else str(value)
     return out
-
-
-def parse_offset(text: str) -> tuple[int, int | None]:
-    """``first|last|next|offset:N|timestamp:MS`` → (rstream OffsetType value, argument)."""
-    t = text.strip().lower()
-    if t in ("first", "last", "next"):
-        return int(OffsetType[t.upper()]), None
-    kind, sep, value = t.partition(":")
-    if sep and kind in ("offset", "timestamp"):
-        try:
-            n = int(value)
-        except ValueError:
-            n = -1
-        if n >= 0:
-            return (int(OffsetType.OFFSET) if kind == "offset" else int(OffsetType.TIMESTAMP)), n
-    raise ConfigError(f"consumer offset: expected first, last, next, offset:N or timestamp:MS, got {text!r}")
-
-
-def _offset_spec(kind: int, value: int | None) -> schema.OffsetSpec:
-    return schema.OffsetSpec.from_params(OffsetType(kind), value)
-
-
-# ---------------------------------------------------------------- publisher
-
-class StreamPublisher:
-    """One stream publisher (publisher id 0 on its own connection).
-
-    The frame being built lives in ``rbench.codec._stream.PublishFrame`` (C): ``publish``
-    *is* that frame's ``add``, so publishing a message costs no Python frame at all.
-    Messages published in one event-loop turn share one Publish frame, sent at the end
-    of the turn or as soon as someone waits (``ready``/``drain``).
-    """
-
-    def __init__(self, proto: StreamProtocol, stream: str, spec: PublisherSpec, sink: PublishSink,
-                 publisher_id: int = 0) -> None:
-        self._proto = proto
-        self.stream = stream
-        self._sink = sink
-        self._id = publisher_id
-        self._loop = asyncio.get_running_loop()
-        # a Publish frame must stay within frame_max (negotiated at tune)
-        self._frame_max = int(getattr(proto, "frame_max", 1 << 20))
-        self._frame = PublishFrame(publisher_id, self._frame_max, spec.message_format == "amqp",
-                                   functools.partial(self._loop.call_soon, self.flush), self._on_full)
-        self.publish = self._frame.add       # type: ignore[method-assign]
-        # the broker confirms every stream message; the sink hears of them only when asked
-        self._report = spec.confirm
-        self._window = spec.confirm_window if spec.confirm_window > 0 else 0
-        self._published = 0        # messages handed to the socket
-        self._done = 0             # confirmed + refused
-        self._waiter: asyncio.Future[None] | None = None
-        self._error: BrokerError | None = None
-        self.confirmed = 0
-        self.errored = 0
-
-    @property
-    def outstanding(self) -> int:
-        """Messages published (buffered or written) and not yet confirmed or refused."""
-        return self._published + self._frame.count - self._done
-
-    @property
-    def error(self) -> BrokerError | None:
-        """Why this publisher can no longer publish (connection lost, stream deleted), if it cannot."""
-        return self._error
-
-    async def ready(self) -> None:
-        """Room in the confirm window and in the socket's write buffer."""
-        if self._error is not None:
-            raise self._error
-        while self._window and self.outstanding >= self._window:
-            self.flush()
-            await self._wait()
-            if self._error is not None:
-                raise self._error
-        if self._proto._writable is not None:
-            self.flush()
-            await self._proto.writable()
-
-    def can_publish(self) -> bool:
-        return self._error is None and not (self._window and self.outstanding >= self._window) \
-            and self._proto._writable is None
-
-    def publish(self, payload: bytes | bytearray | memoryview, seq: int) -> None:
-        """Append one message (publishing id = seq) to the frame being built; never awaits.
-
-        Shadowed in __init__ by the C frame's ``add``; this body documents the contract.
-        """
-        self._frame.add(payload, seq)
-
-    def _on_full(self, need: int) -> None:
-        """The frame has no room for a message of ``need`` encoded bytes: send it, or refuse."""
-        if PUBLISH_HEADER_SIZE + need > self._frame_max:
-            raise ConfigError(f"stream {self.stream!r}: a message of {need} encoded bytes does not fit "
-                              f"the broker's frame_max of {self._frame_max} bytes")
-        self.flush()
-
-    def flush(self) -> None:
-        """Write the frame being built now (it would otherwise go out at the end of this loop turn)."""
-        count = self._frame.count
-        if not count:
-            return
-        frame = self._frame.take()
-        self._published += count
-        if self._error is None and frame is not None:
-            self._proto.write(frame)
-
-    def _wake(self) -> None:
-        w = self._waiter
-        if w is not None:
-            self._waiter = None
-            if not w.done():
-                w.set_result(None)
-
-    async def _wait(self) -> None:
-        # a waiter left cancelled by a cancelled ready() (asyncio.wait_for) must not fail the next wait
-        if self._waiter is None or self._waiter.done():
-            self._waiter = self._loop.create_future()
-        await self._waiter
-
-    def on_confirm(self, data: bytes, pos: int, count: int) -> None:
-        if self._report:
-            confirm_each(data, pos, count, self._sink.on_confirm, now_ns())
-        self._done += count
-        self.confirmed += count
-        if self._waiter is not None:
-            self._wake()
-
-    def on_error(self, data: bytes, pos: int, count: int) -> None:
-        t = now_ns()
-        for i in range(count):
-            seq, code = _ERR.unpack_from(data, pos + 10 * i)
-            log.debug("stream %s: message %d refused with code %d", self.stream, seq, code)
-            if self._report:
-                self._sink.on_confirm(seq, False, t)
-        self._done += count
-        self.errored += count
-        if self._waiter is not None:
-            self._wake()
-
-    def on_connection_lost(self, err: BrokerError) -> None:
-        self._error = err
-        self._wake()
-
-    async def drain(self, timeout: float) -> int:
-        """Flush and wait for every confirm; return how many are still outstanding."""
-        self.flush()
-        if self._published == self._done:
-            return 0
-        deadline = self._loop.time() + timeout
-        while self._published != self._done and self._error is None:
-            left = deadline - self._loop.time()
-            if left <= 0:
-                break
-            if self._waiter is None or self._waiter.done():
-                self._waiter = self._loop.create_future()
-            timer = self._loop.call_later(left, self._wake)
-            try:
-                await self._waiter
-            finally:
-                timer.cancel()
-        return self.outstanding
-
-    async def aclose(self) -> None:
-        self.flush()
-        proto = self._proto
-        if proto.closed is None:
-            try:
-                await proto.request(schema.DeletePublisher(proto.next_corr(), publisher_id=self._id),
-                                    "delete publisher", timeout=3)
-            except BrokerError:
-                pass
-        proto.publishers.pop(self._id, None)
-        await proto.close()
-
-
-# ---------------------------------------------------------------- consumer
-
-class StreamConsumer:
-    """One subscription (id 0 on its own connection)."""
-
-    def __init__(self, proto: StreamProtocol, spec: ConsumerSpec, on_message: OnMessage,
-                 subscription_id: int = 0) -> None:
-        self._proto = proto
-        self.stream = spec.queue
-        self._on_message = on_message
-        self._id = subscription_id
-        self._amqp = spec.message_format == "amqp"
-        self._offset_kind, self._offset_value = parse_offset(spec.offset)
-        # offset:N: the broker starts at the chunk holding N; skip what comes before N
-        self._skip_below: int = cast(int, self._offset_value) if self._offset_kind == int(OffsetType.OFFSET) else 0
-        self._credit_frame = credit_frame(subscription_id, 1)
-        self.next_offset: int | None = None
-        self.active = not spec.single_active
-        self.received = 0
-        self.malformed = 0
-        self.error: BrokerError | None = None
-
-    def on_chunk(self, data: bytes, pos: int, end: int) -> None:
-        t = now_ns()
-        first, _ts, records = iter_records(data, pos, end)
-        records = cast(Any, records)
-        skip = self._skip_below - int(first or 0)
-        on_message = self._on_message
-        mv = memoryview(data)
-        if self._amqp:
-            decode = decode_amqp_data
-            for i, r in enumerate(records):
-                if i < skip:
-                    continue
-                try:
-                    body = decode(mv[r[0]:r[1]] if type(r) is tuple else r)
-                except (CodecError, ValueError, IndexError) as exc:
-                    # not an AMQP 1.0 data message (another client wrote it): count it, keep going
-                    self.malformed += 1
-                    if self.malformed == 1:
-                        log.warning("stream %s: offset %d is not an AMQP 1.0 data message: %s",
-                                    self.stream, first + i, exc)
-                    continue
-                on_message(body, False, t)
-        else:
-            for i, r in enumerate(records):
-                if i < skip:
-                    continue
-                on_message(mv[r[0]:r[1]] if type(r) is tuple else r, False, t)
-        n = len(records)
-        self.received += max(0, n - max(skip, 0))
-        self.next_offset = first + n
-        if self._proto.closed is None:
-            self._proto.write(self._credit_frame)
-
-    def on_consumer_update(self, active: bool) -> tuple[int, int | None]:
-        """Single active consumer: the broker (de)activates us; we say where to start."""
-        self.active = active
-        if self.next_offset is not None:      # resume after what we already handled
-            return int(OffsetType.OFFSET), self.next_offset
-        return self._offset_kind, self._offset_value
-
-    def on_connection_lost(self, err: BrokerError) -> None:
-        self.error = err
-
-    def resume_spec(self, spec: ConsumerSpec) -> ConsumerSpec:
-        """The spec to subscribe again with after a lost connection: from the first offset not yet handled
-        (the spec's own offset would deliver the stream again from its start)."""
-        if self.next_offset is None:
-            return spec
-        return replace(spec, offset=f"offset:{self.next_offset}")
-
-    async def aclose(self) -> None:
-        proto = self._proto
-        if proto.closed is None:
-            try:
-                await proto.request(schema.Unsubscribe(proto.next_corr(), subscription_id=self._id),
-                                    "unsubscribe", timeout=3)
-            except BrokerError:
-                pass
-        proto.subscribers.pop(self._id, None)
-        await proto.close()
 
 
 # ---------------------------------------------------------------- driver
@@ -455,6 +188,10 @@ class StreamDriver:
             except Exception:
                 pass
 
+    async def messages_ready(self, queue: str) -> int:
+        raise ConfigError(f"stream {queue!r}: a stream keeps every message, so it is never empty "
+                          "(consumer exit_when: empty is for queues)")
+
     async def delete_streams(self, names: list[str]) -> None:
         """Delete streams (missing ones are fine): test and scenario clean-up."""
         loc = self._loc()
@@ -468,8 +205,6 @@ class StreamDriver:
         resp: Any = await loc.request(schema.Metadata(loc.next_corr(), streams=[stream]), f"metadata of {stream!r}")
         meta = resp.metadata[0]
         if meta.response_code != 1:
-            from rbench.drivers.stream_wire import response_error
-
             raise response_error(meta.response_code, f"stream {stream!r}")
         brokers = {b.reference: b for b in resp.brokers}
         leader = brokers.get(meta.leader_ref)
@@ -526,7 +261,7 @@ class StreamDriver:
         credit = spec.prefetch if spec.prefetch > 0 else DEFAULT_CREDIT
         try:
             await proto.request(schema.Subscribe(
-                proto.next_corr(), subscription_id=0, stream=spec.queue, offset_spec=_offset_spec(kind, value),
+                proto.next_corr(), subscription_id=0, stream=spec.queue, offset_spec=offset_spec(kind, value),
                 credit=min(credit, 65535),
                 properties=[schema.Property(k, str(v)) for k, v in properties.items()]),
                 f"subscribe to {spec.queue!r}")

@@ -45,7 +45,6 @@ DEFAULT_PORT = 5552
 FRAME_MAX = 1024 * 1024
 
 # frame keys (server → client unless noted)
-K_PUBLISH = 2
 K_PUBLISH_CONFIRM = 3
 K_PUBLISH_ERROR = 4
 K_DELIVER = 8
@@ -57,7 +56,6 @@ K_CONSUMER_UPDATE = 26
 RESPONSE = 0x8000
 
 _U32 = struct.Struct(">I")
-_KEY = struct.Struct(">HH")             # key, version
 _CHUNK = struct.Struct(">bbHIqQQiIII")  # Osiris chunk header after the subscription id (48 bytes)
 _SUB_BATCH = struct.Struct(">BHII")     # entry type|compression, records, uncompressed, size
 _CREDIT = struct.Struct(">IHHBH")       # size, key, version, subscription id, credit
@@ -146,6 +144,7 @@ class StreamProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.publishers: dict[int, Any] = {}
         self.subscribers: dict[int, Any] = {}
+        self.frame_max = FRAME_MAX              # what the broker agreed at tune (open_connection sets it)
         self._waiters: dict[int, asyncio.Future[bytes]] = {}
         self._corr = itertools.count(1_000_000)
         self._pending: list[bytes] = []
@@ -411,7 +410,7 @@ async def open_connection(uri: str, name: str, timeout: float = CONNECT_TIMEOUT_
     proto = StreamProtocol(name)
     # keep rstream's objects alive: its StreamWriter closes the transport when collected
     proto.rstream_client = client  # type: ignore[attr-defined]
-    proto.frame_max = client.frame_max  # type: ignore[attr-defined]
+    proto.frame_max = client.frame_max
     proto.attach(transport, leftover, client._heartbeat)  # type: ignore[arg-type]
     cast(asyncio.Transport, transport).resume_reading()
     return proto, dict(client.server_properties or {})

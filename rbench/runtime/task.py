@@ -95,7 +95,19 @@ class _ConsumerState(ConsumerTap):
 
 
 class _Exited:
-    """Stands in for a consumer exit_when closed: after a reconnect it stays closed."""
+    """Stands in for a consumer exit_when closed: after a reconnect it stays closed, and pausing or resuming
+    it changes nothing."""
+
+    pausable = True
+
+    async def pause(self) -> None:
+        return None
+
+    async def resume(self) -> None:
+        return None
+
+    def resume_spec(self, spec: ConsumerSpec) -> ConsumerSpec:
+        return spec
 
     async def aclose(self) -> None:
         return None
@@ -108,8 +120,7 @@ async def _closed() -> Consumer:
 def _resumed(spec: ConsumerSpec, old: Consumer | None) -> ConsumerSpec:
     """A consumer subscribed again after a lost connection: where its driver says to go on from (a stream
     consumer from the first offset it had not handled), else its own spec."""
-    resume = getattr(old, "resume_spec", None)
-    return spec if resume is None else resume(spec)
+    return spec if old is None else old.resume_spec(spec)
 
 
 class TaskRun:
@@ -342,8 +353,8 @@ class TaskRun:
 
     async def _set_paused(self, paused: bool, consumers: list[Consumer] | None = None) -> None:
         targets = self.consumers if consumers is None else consumers
-        calls = [getattr(c, "pause" if paused else "resume", None) for c in targets]
-        results = await asyncio.gather(*(call() for call in calls if call is not None), return_exceptions=True)
+        results = await asyncio.gather(*(c.pause() if paused else c.resume() for c in targets if c.pausable),
+                                       return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors and self._consumer_error is None:
             self._consumer_error = errors[0]
@@ -424,7 +435,7 @@ class TaskRun:
                     continue
                 if self.plan.exit_when == "empty":
                     try:
-                        _, messages, _ = await self.driver.queue_declare(spec.queue, passive=True)  # type: ignore[attr-defined]
+                        messages = await self.driver.messages_ready(spec.queue)
                     except ConnectionLost:
                         continue            # the reconnect re-opens the driver; ask again then
                     if messages:

@@ -49,7 +49,7 @@ class QuiverOptions:
     window: int = 1000                       # sender: max unsettled deliveries; 0 = the broker's credit only
 
     def check(self) -> None:
-        from rbench.drivers.amqp10_protocol import Amqp10Uri
+        from rbench.drivers.amqp10_uri import Amqp10Uri
 
         Amqp10Uri(self.uri)                      # a malformed URI fails before any process starts
         if self.count <= 0 and self.duration <= 0:

@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Literal
 
 from rbench.config.types import ClusterTarget, PublisherSpec, QueueDecl
-from rbench.drivers.stream import StreamDriver, StreamPublisher
+from rbench.drivers.stream import StreamDriver
+from rbench.drivers.stream_publisher import StreamPublisher
 from rbench.errors import BrokerError, ConfigError
 
 Format = Literal["amqp", "binary"]

@@ -16,7 +16,8 @@ import pytest
 
 from rbench.codec.amqp091 import K, PublishEncoder, TypedValue
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, QueueDecl, Topology
-from rbench.drivers.amqp091 import Amqp091Driver, connect
+from rbench.drivers.amqp091 import Amqp091Driver
+from rbench.drivers.amqp091_connect import connect
 from rbench.drivers.replies import NotFound, PreconditionFailed
 from rbench.errors import BrokerError, ConnectError
 from tests.loops import LoopRunner

@@ -16,7 +16,7 @@ import pytest
 
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, QueueDecl, Topology
 from rbench.drivers.amqp10 import Amqp10Driver, Amqp10Publisher, address
-from rbench.drivers.amqp10_protocol import Amqp10Uri
+from rbench.drivers.amqp10_uri import Amqp10Uri
 from rbench.drivers.replies import NotFound
 from rbench.errors import ConfigError, ConnectError
 from rbench.runtime.stamp import new_payload, read_stamp, write_stamp

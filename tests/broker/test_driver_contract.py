@@ -30,7 +30,7 @@ from rbench.config.types import ConsumerSpec, PublisherSpec, QueueDecl, Topology
 from rbench.drivers.amqp091 import Amqp091Driver
 from rbench.drivers.base import DRIVERS, Consumer, Driver, Publisher, load_driver
 from rbench.drivers.replies import NotFound
-from rbench.errors import BrokerError, ConnectError, ConnectionLost
+from rbench.errors import BrokerError, ConfigError, ConnectError, ConnectionLost
 from rbench.runtime.stamp import new_payload, read_stamp, write_stamp
 from tests.drivers_matrix import MATRIX, DriverRow
 from tests.loops import LoopRunner
@@ -233,6 +233,7 @@ def test_open_and_aclose(row: DriverRow, endpoint: str, proxy: TcpProxy, unique_
     """aclose really closes the driver's connections, and a closed driver refuses work with a BrokerError."""
     async def main() -> None:
         d = await opened(row, proxy.uri(endpoint))
+        assert isinstance(d, Driver)
         assert proxy.connections >= 1
         await asyncio.wait_for(d.aclose(), 10)
         assert await wait_until(lambda: proxy.connections == 0, 5), f"{proxy.connections} connection(s) left open"
@@ -291,6 +292,7 @@ def test_published_messages_are_consumed_once_in_order_with_their_stamps(
             inbox = Inbox()
             consumer = await d.consumer(ConsumerSpec(0, unique_name, prefetch=100), inbox)
             assert isinstance(consumer, Consumer)
+            assert consumer.pausable is (row.reason("pause") is None)
             assert await inbox.wait_for(n), f"{len(inbox.stamps)} of {n} delivered"
             await asyncio.sleep(0.2)                                      # a duplicate would arrive now
             assert inbox.stamps == sent                                   # once each, in order, stamp intact
@@ -417,6 +419,57 @@ def test_prefetch_bounds_unacked_deliveries(row: DriverRow, endpoint: str, amqp_
     run(main(), timeout=30)
 
 
+def test_pause_stops_deliveries_and_resume_starts_them_again(
+        row: DriverRow, endpoint: str, amqp_url: str, unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
+    """consumer.pause's promise: after pause() nothing more is delivered and the queue keeps the rest; after
+    resume() the same consumer gets the rest, each once; pausing or resuming twice changes nothing."""
+    need(row, "pause")
+
+    async def main() -> None:
+        async with driver_with_queue(row, endpoint, unique_name, cleanup, amqp_url) as d:
+            pub = await d.publisher(pub_spec(unique_name, confirm=True), Sink())
+            inbox = Inbox()
+            consumer = await d.consumer(ConsumerSpec(0, unique_name, prefetch=50), inbox)
+            await publish_stamped(pub, range(10))
+            assert await inbox.wait_for(10), f"{len(inbox.stamps)} of 10 delivered"
+            await asyncio.wait_for(consumer.pause(), 10)
+            await asyncio.wait_for(consumer.pause(), 10)
+            await publish_stamped(pub, range(10, 20))
+            assert await pub.drain(10) == 0
+            await asyncio.sleep(0.3)
+            assert [s[1] for s in inbox.stamps] == list(range(10))          # nothing while paused
+            if row.queue_type == "classic":
+                assert await ready_count(amqp_url, unique_name) == 10       # the rest waits in the queue
+            await asyncio.wait_for(consumer.resume(), 10)
+            await asyncio.wait_for(consumer.resume(), 10)
+            assert await inbox.wait_for(20), f"{len(inbox.stamps)} of 20 delivered after resume()"
+            await asyncio.sleep(0.2)
+            assert [s[1] for s in inbox.stamps] == list(range(20)) and inbox.redelivered == 0
+            await asyncio.wait_for(consumer.aclose(), 10)
+            await asyncio.wait_for(pub.aclose(), 10)
+
+    run(main(), timeout=30)
+
+
+def test_a_consumer_that_cannot_pause_says_so(row: DriverRow, endpoint: str, amqp_url: str, unique_name: str,
+                                             cleanup: list[str], run: LoopRunner) -> None:
+    """Without the `pause` feature, `pausable` is False and pause()/resume() refuse with a ConfigError
+    naming the driver, rather than leave the consumer delivering while the run believes it paused."""
+    if row.reason("pause") is None:
+        pytest.skip(f"{row.name} can pause its consumers (test_pause_stops_deliveries_and_resume_starts_them_again)")
+
+    async def main() -> None:
+        async with driver_with_queue(row, endpoint, unique_name, cleanup, amqp_url) as d:
+            consumer = await d.consumer(ConsumerSpec(0, unique_name, prefetch=10), Inbox())
+            assert consumer.pausable is False
+            for call in (consumer.pause, consumer.resume):
+                with pytest.raises(ConfigError, match=f"the {row.name} driver cannot pause"):
+                    await asyncio.wait_for(call(), 5)
+            await asyncio.wait_for(consumer.aclose(), 10)
+
+    run(main(), timeout=30)
+
+
 def test_multi_ack_acks_n_deliveries_at_a_time(row: DriverRow, endpoint: str, proxy: TcpProxy, amqp_url: str,
                                                unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
     """With prefetch = N = multi_ack_every, all messages flow only if each ack frees N deliveries;
@@ -459,6 +512,10 @@ def test_consumer_aclose_stops_deliveries(row: DriverRow, endpoint: str, amqp_ur
             assert [s[1] for s in inbox.stamps] == list(range(10))          # nothing after aclose
             if row.queue_type == "classic":
                 assert await ready_count(amqp_url, unique_name) == 10       # the rest waits in the queue
+                assert await asyncio.wait_for(d.messages_ready(unique_name), 10) == 10
+            else:
+                with pytest.raises(ConfigError, match="never empty"):
+                    await asyncio.wait_for(d.messages_ready(unique_name), 10)
             await asyncio.wait_for(pub.aclose(), 10)
 
     run(main(), timeout=30)
@@ -661,7 +718,9 @@ def test_a_lost_connection_is_one_named_error_for_the_runtime_to_ride_through(
             with pytest.raises(ConnectionLost):
                 await asyncio.wait_for(pub.ready(), 5)
                 pub.publish(new_payload(SIZE), n)
-            again_spec = first.resume_spec(spec) if stream else ConsumerSpec(0, unique_name, prefetch=100)  # type: ignore[attr-defined]
+            if not stream:                                    # the broker redelivers: subscribe as before
+                assert first.resume_spec(spec) == spec
+            again_spec = first.resume_spec(spec) if stream else ConsumerSpec(0, unique_name, prefetch=100)
         finally:
             await asyncio.wait_for(d.aclose(), 10)
         again: list[BaseException] = []

@@ -10,8 +10,12 @@ import pytest
 from rbench.codec import amqp091 as c
 from rbench.codec.amqp091 import K
 from rbench.config.types import PublisherSpec
-from rbench.drivers.amqp091 import Amqp091Publisher, AmqpUri
+from rbench.drivers.amqp091_connect import AmqpUri
 from rbench.drivers.amqp091_protocol import Connection
+from rbench.drivers.amqp091_publisher import Amqp091Publisher
+from rbench.drivers.amqp10_protocol import Connection as Amqp10Connection
+from rbench.drivers.amqp10_uri import Amqp10Uri
+from rbench.drivers.connect import AMQP_FRAME_MAX
 from rbench.drivers.replies import AccessRefused, NotFound, PreconditionFailed
 from rbench.errors import BrokerError, ConfigError
 from tests.loops import LoopRunner
@@ -74,7 +78,7 @@ def start_args(mechs: str = "AMQPLAIN PLAIN") -> tuple[Any, ...]:
 
 
 async def handshake(loop: asyncio.AbstractEventLoop, password: str = "pw") -> tuple[Connection, FakeTransport]:
-    conn = Connection(loop, "user", password, "/vh", heartbeat=30, frame_max=131072)
+    conn = Connection(loop, "user", password, "/vh", heartbeat=30, frame_max=AMQP_FRAME_MAX)
     t = FakeTransport()
     conn.connection_made(t)
     assert bytes(t.data).startswith(c.PROTOCOL_HEADER)
@@ -237,6 +241,22 @@ def test_uri_parsing() -> None:
         AmqpUri("http://h/")
     with pytest.raises(ConfigError):
         AmqpUri("amqp://h/?heartbeat=x")
+
+
+def test_frame_max_is_one_number_for_every_amqp_driver_and_the_codec() -> None:
+    """The largest frame rbench asks for is rbench.drivers.connect.AMQP_FRAME_MAX: the 0-9-1 and 1.0 URIs
+    default to it, a URI asking for more is capped at it, and the compiled codec's default (its reader's
+    buffer) is the same number."""
+    assert c.DEFAULT_FRAME_MAX == AMQP_FRAME_MAX
+    assert AmqpUri("amqp://h").frame_max == AMQP_FRAME_MAX == Amqp10Uri("amqp://h").frame_max
+    loop = asyncio.new_event_loop()
+    try:
+        assert Connection(loop, "u", "p", "/").frame_max == AMQP_FRAME_MAX
+        asks_more = Connection(loop, "u", "p", "/", frame_max=4 * AMQP_FRAME_MAX)
+        assert asks_more.frame_max == asks_more.reader.frame_max == AMQP_FRAME_MAX
+        assert Amqp10Connection(loop, Amqp10Uri(f"amqp://h?frame_max={4 * AMQP_FRAME_MAX}")).max_frame == AMQP_FRAME_MAX
+    finally:
+        loop.close()
 
 
 def test_heartbeats_sent_when_silent_and_dead_peer_detected(run: LoopRunner) -> None:

@@ -11,8 +11,11 @@ import pytest
 from rbench.codec._stream import PublishFrame, confirm_each
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, QueueDecl
 from rbench.drivers.base import DRIVERS
-from rbench.drivers.stream import StreamConsumer, StreamPublisher, create_arguments, parse_offset, stream_uris
+from rbench.drivers.stream import create_arguments, stream_uris
+from rbench.drivers.stream_consumer import StreamConsumer, parse_offset
+from rbench.drivers.stream_publisher import StreamPublisher
 from rbench.drivers.stream_wire import (
+    FRAME_MAX,
     StreamProtocol,
     consumer_update_response,
     decode_amqp_data,
@@ -149,7 +152,7 @@ def test_confirm_each_refuses_a_frame_shorter_than_its_count() -> None:
 class FakeProto:
     _writable = None
     closed = None
-    frame_max = 1 << 20
+    frame_max = FRAME_MAX
 
     def __init__(self) -> None:
         self.frames: list[bytes] = []
