@@ -68,6 +68,16 @@ class Publisher(Protocol):
 
 @runtime_checkable
 class Consumer(Protocol):
+    def resume_spec(self, spec: ConsumerSpec) -> ConsumerSpec:
+        """The spec to subscribe again with after a lost connection (a stream consumer: from the first
+        offset it had not handled); ``spec`` itself when the broker keeps the position."""
+
+    async def pause(self) -> None:
+        """Stop deliveries until ``resume()`` (consumer.pause); messages already delivered are still handled."""
+
+    async def resume(self) -> None:
+        """Take deliveries again after ``pause()``."""
+
     async def aclose(self) -> None:
         """Cancel the subscription; messages still in flight may be redelivered elsewhere."""
 
