@@ -11,7 +11,8 @@ from typing import Any
 from rbench.config.types import TaskPlan
 from rbench.errors import ConfigError
 from rbench.live import histogram
-from rbench.live.control import ControlClient
+from rbench.live.control.client import ControlClient
+from rbench.live.control.wire import MetricsEndpoint, Progress
 from rbench.runtime.recorder import Recorder
 from rbench.runtime.selfcheck import SelfCheck
 
@@ -54,14 +55,12 @@ class TaskProgress:
         e2e, confirms = self.recorder.take_latencies()
         if self.metrics is not None:
             self.metrics.update(step, delta, e2e, confirms)
-        self.control.send({"cluster": self.plan.cluster.name, "task": self.plan.task, "step": step,
-                           "second": int(time.time()) - 1 if not final else int(time.time()),
-                           "published": delta["published"], "confirmed": delta["confirmed"],
-                           "consumed": delta["consumed"], "nacked": delta["nacked"], "returned": delta["returned"],
-                           "hist": histogram.bucket_counts(e2e), "final": final,
-                           "confirm_hist": histogram.bucket_counts(confirms),
-                           "e2e_sum_ns": int(e2e.sum()), "confirm_sum_ns": int(confirms.sum()),
-                           "gen": selfcheck.second()})
+        self.control.send(Progress(self.plan.cluster.name, self.plan.task, step,
+                                   int(time.time()) - 1 if not final else int(time.time()),
+                                   delta["published"], delta["confirmed"], delta["consumed"], delta["nacked"],
+                                   delta["returned"], histogram.bucket_counts(e2e), final,
+                                   histogram.bucket_counts(confirms), int(e2e.sum()), int(confirms.sum()),
+                                   selfcheck.second()))
 
     def start_metrics(self) -> None:
         """Serve Prometheus metrics when the workload asks (port + task index, or any free port)."""
@@ -75,8 +74,7 @@ class TaskProgress:
             self._metrics_server, port = serve(self.metrics, port)
         except OSError as exc:
             raise ConfigError(f"metrics_port: cannot listen on port {port} ({exc.strerror})") from None
-        self.control.send({"cluster": self.plan.cluster.name, "task": self.plan.task, "metrics_port": port,
-                           "host": socket.gethostname()})
+        self.control.send(MetricsEndpoint(self.plan.cluster.name, self.plan.task, port, socket.gethostname()))
 
     def stop_metrics(self) -> None:
         if self._metrics_server is not None:

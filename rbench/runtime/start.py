@@ -12,7 +12,8 @@ import threading
 import time
 from collections.abc import Callable
 
-from rbench.live.control import ControlClient
+from rbench.live.control.client import ControlClient
+from rbench.live.control.wire import Started
 
 # t0 is this far after the slowest task's proposal when allGather decides it: allGather polls and
 # answered in about 1 s here (measured), so a shorter margin would put the first sends in the past
@@ -59,5 +60,5 @@ async def agree_t0(control: ControlClient, all_gather: AllGather | None, cluster
     else:
         proposal = time.time_ns() + START_MARGIN_NS
         t0 = max(int(p) for p in await in_daemon_thread(all_gather, str(proposal)))
-    control.send({"cluster": cluster, "task": task, "t0_ns": t0, "step": 0})
+    control.send(Started(cluster, task, t0, step=0))
     return t0

@@ -21,7 +21,8 @@ from typing import Any
 from rbench.config.types import ClusterTarget, TaskPlan
 from rbench.drivers.base import Consumer, Driver, OnLost, Publisher, load_driver
 from rbench.errors import ConfigError, RbenchError
-from rbench.live.control import ControlClient
+from rbench.live.control.client import ControlClient
+from rbench.live.control.wire import Failed, Reconnecting
 from rbench.runtime.clock import SendClock
 from rbench.runtime.closing import close_all
 from rbench.runtime.consumers import TaskConsumers
@@ -64,7 +65,7 @@ class TaskRun:
                                  [int(s.offset_s * 1e9) for s in plan.steps],
                                  None if plan.confirm_timeout_s is None else int(plan.confirm_timeout_s * 1e9))
         # every line to the driver says which Spark attempt sent it: a restarted stage's tasks come back as new attempts
-        self.control = ControlClient(plan.control, tags={"attempt": attempt})
+        self.control = ControlClient(plan.control, attempt)
         self.recorder.describe({"host": socket.gethostname(), "pid": os.getpid(), "started_ns": time.time_ns()})
         self._consumed_before_t0 = 0              # deliveries before t0: left in the queues, stale (docs/parquet.md)
         self.driver: Driver = load_driver(plan.driver)
@@ -148,8 +149,7 @@ class TaskRun:
         except RbenchError as exc:
             # an error the task can name (a broker refusal, a connection it could not keep, bad input) would
             # happen again if Spark restarted the stage: the driver ends the run instead (docs/cluster.md)
-            self.control.send({"cluster": self.plan.cluster.name, "task": self.plan.task,
-                               "error": f"{type(exc).__name__}: {exc}"})
+            self.control.send(Failed(self.plan.cluster.name, self.plan.task, f"{type(exc).__name__}: {exc}"))
             raise
         finally:
             self.reconnector.cancel()
@@ -210,8 +210,7 @@ class TaskRun:
     # ---- riding through a lost connection (rbench.runtime.reconnect) -------------------------
     def _notify_reconnecting(self, reconnecting: bool) -> None:
         """Tell the coordinator (the status line says `reconnecting` while any task is)."""
-        self.control.send({"cluster": self.plan.cluster.name, "task": self.plan.task,
-                           "step": self.progress.current_step(), "reconnecting": reconnecting})
+        self.control.send(Reconnecting(self.plan.cluster.name, self.plan.task, self.progress.current_step(), reconnecting))
 
     async def _close_connection(self) -> None:
         """What is left of the dead connection's driver, publishers and consumers: closed, quickly."""

@@ -9,11 +9,11 @@ import pytest
 
 from rbench.config.types import PublisherSpec
 from rbench.errors import ConnectionLost
+from rbench.runtime.consumers import ConsumerState
 from rbench.runtime.producer import ProducerSink, run_producer
 from rbench.runtime.recorder import Recorder
 from rbench.runtime.schedule import segments
 from rbench.runtime.stamp import read_stamp
-from rbench.runtime.consumers import ConsumerState
 from tests.loops import LoopRunner
 
 
