@@ -68,15 +68,25 @@ class Publisher(Protocol):
 
 @runtime_checkable
 class Consumer(Protocol):
-    def resume_spec(self, spec: ConsumerSpec) -> ConsumerSpec:
-        """The spec to subscribe again with after a lost connection (a stream consumer: from the first
-        offset it had not handled); ``spec`` itself when the broker keeps the position."""
+    # True when pause()/resume() stop and restart this consumer's deliveries (consumer.pause, docs/broker.md);
+    # False: the driver cannot, pause()/resume() raise ConfigError (cannot_pause), and the runtime leaves it be
+    # (the matrix's `pause` column; rbench.plan refuses consumer.pause for such a driver before a run)
+    pausable: bool
 
     async def pause(self) -> None:
-        """Stop deliveries until ``resume()`` (consumer.pause); messages already delivered are still handled."""
+        """Stop deliveries until ``resume()``: what was delivered is still handed on and acked, the rest waits
+        in the queue. Pausing a paused consumer does nothing."""
 
     async def resume(self) -> None:
-        """Take deliveries again after ``pause()``."""
+        """Deliver again after ``pause()``, with the same settings (prefetch, arguments); resuming a consumer
+        that is not paused does nothing."""
+
+    def resume_spec(self, spec: ConsumerSpec) -> ConsumerSpec:
+        """The spec to subscribe ``spec``'s consumer again with on a fresh driver after a lost connection.
+
+        ``spec`` itself where the broker gives back what was unacked (flagged redelivered); a stream, which has
+        no acks, goes on from the first offset this consumer had not handled, so nothing is delivered twice
+        and nothing published meanwhile is missed."""
 
     async def aclose(self) -> None:
         """Cancel the subscription; messages still in flight may be redelivered elsewhere."""

@@ -35,7 +35,10 @@ class ConsumerState(ConsumerTap):
 
 
 class Exited:
-    """Stands in for a consumer exit_when closed: after a reconnect it stays closed."""
+    """Stands in for a consumer exit_when closed: after a reconnect it stays closed, and pausing or resuming
+    it changes nothing."""
+
+    pausable = True
 
     def resume_spec(self, spec: ConsumerSpec) -> ConsumerSpec:
         return spec
@@ -168,7 +171,8 @@ class TaskConsumers:
 
     async def set_paused(self, paused: bool, consumers: list[Consumer] | None = None) -> None:
         targets = self.consumers if consumers is None else consumers
-        results = await asyncio.gather(*(c.pause() if paused else c.resume() for c in targets), return_exceptions=True)
+        results = await asyncio.gather(*(c.pause() if paused else c.resume() for c in targets if c.pausable),
+                                       return_exceptions=True)
         errors = [r for r in results if isinstance(r, BaseException)]
         if errors:
             self.fail(errors[0])
