@@ -116,6 +116,11 @@ class Driver(Protocol):
 
     async def consumer(self, spec: ConsumerSpec, on_message: OnMessage) -> Consumer: ...
 
+    async def messages_ready(self, queue: str) -> int:
+        """Messages waiting in ``queue`` for delivery, as the broker counts them now (not those delivered and
+        unacked): consumer exit_when: empty asks it. A stream never empties, so the stream driver raises
+        ConfigError."""
+
     async def aclose(self) -> None: ...
 
 

@@ -35,7 +35,7 @@ async def watch_exit(t0: int, consumers: TaskConsumers, driver: Callable[[], Dri
                 continue
             if plan.exit_when == "empty":
                 try:
-                    _, messages, _ = await driver().queue_declare(spec.queue, passive=True)  # type: ignore[attr-defined]
+                    messages = await driver().messages_ready(spec.queue)
                 except ConnectionLost:
                     continue            # the reconnect re-opens the driver; ask again then
                 if messages:
