@@ -24,6 +24,7 @@ class TaskProgress:
         self.control = control
         self._last_counts = dict(recorder.counts)
         self.metrics: Any = None
+        self.metrics_port: int | None = None     # where this task serves its Prometheus metrics, once it does
         self._metrics_server: Any = None
 
     def restart_counts(self) -> dict[str, int]:
@@ -74,6 +75,7 @@ class TaskProgress:
             self._metrics_server, port = serve(self.metrics, port)
         except OSError as exc:
             raise ConfigError(f"metrics_port: cannot listen on port {port} ({exc.strerror})") from None
+        self.metrics_port = port
         self.control.send(MetricsEndpoint(self.plan.cluster.name, self.plan.task, port, socket.gethostname()))
 
     def stop_metrics(self) -> None:
