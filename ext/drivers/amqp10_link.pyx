@@ -27,7 +27,8 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
-from byteorder cimport get_be32, get_le64, put_be16, put_be32, put_le32, put_le64
+from byteorder cimport get_be32, put_be16, put_be32
+from stamp cimport STAMP_SIZE as STAMP, stamp_seq, stamp_t_intended, stamp_t_sent, write_stamp
 from clock cimport realtime_ns
 
 from rbench.errors import CodecError
@@ -44,7 +45,6 @@ MODIFIED = 0x27
 DEF TRANSFER_FIXED = 33          # frame header 8 + transfer performative 25
 DEF HEADER_SECTION = 7           # header section with durable=true
 DEF DATA_PREFIX = 8              # data section: descriptor 3 + vbin32 code 1 + length 4
-DEF STAMP = 24
 
 cdef inline uint8_t* grow(bytearray out, Py_ssize_t n) except NULL:
     """Extend ``out`` by n bytes; the address of the new region."""
@@ -375,10 +375,7 @@ cdef class Sender:
         if stamp_at >= 0:
             w = <uint8_t*>PyByteArray_AS_STRING(out) + stamp_at
             t_sent = realtime_ns()
-            put_le32(w, self.producer)
-            put_le32(w + 4, <uint32_t>seq)
-            put_le64(w + 8, <uint64_t>(t_intended if t_intended > 0 else t_sent))
-            put_le64(w + 16, <uint64_t>t_sent)
+            write_stamp(w, self.producer, <uint32_t>seq, t_intended if t_intended > 0 else t_sent, t_sent)
         if not self.settled:
             self._remember(seq)
             self.outstanding += 1
@@ -427,7 +424,6 @@ cdef class Sender:
         cdef uint8_t stamp[STAMP]
         cdef uint32_t span = last - first
         cdef uint32_t i
-        cdef int k
         if self.cap == 0:
             return 0
         for i in range(span + 1):
@@ -448,12 +444,7 @@ cdef class Sender:
                 self.sink.on_confirm(seq, False, t)
             else:                                       # released / modified: not delivered, came back
                 self.released += 1
-                stamp[0] = self.producer & 0xff; stamp[1] = (self.producer >> 8) & 0xff
-                stamp[2] = (self.producer >> 16) & 0xff; stamp[3] = self.producer >> 24
-                stamp[4] = seq & 0xff; stamp[5] = (seq >> 8) & 0xff
-                stamp[6] = (seq >> 16) & 0xff; stamp[7] = (seq >> 24) & 0xff
-                for k in range(8, STAMP):
-                    stamp[k] = 0
+                write_stamp(stamp, self.producer, <uint32_t>seq, 0, 0)
                 self.sink.on_return(PyBytes_FromStringAndSize(<const char*>stamp, STAMP), t)
                 self.sink.on_confirm(seq, True, t)
         while self.low != self.next_id and self.ring[(<uint32_t>(self.low - self._rebase)) % self.cap] < 0:
@@ -849,10 +840,9 @@ cdef class LatencyTap:
                     self.cols[k] = grown
                 self.cap = newcap
             p = <const uint8_t*>view.buf
-            self.cols[0][self.count] = <int64_t>(<uint32_t>p[4] | (<uint32_t>p[5] << 8) | (<uint32_t>p[6] << 16)
-                                                 | (<uint32_t>p[7] << 24))
-            self.cols[1][self.count] = <int64_t>get_le64(p + 8)
-            self.cols[2][self.count] = <int64_t>get_le64(p + 16)
+            self.cols[0][self.count] = <int64_t>stamp_seq(p)
+            self.cols[1][self.count] = stamp_t_intended(p)
+            self.cols[2][self.count] = stamp_t_sent(p)
             self.cols[3][self.count] = t_ns
             self.count += 1
         finally:

@@ -21,8 +21,9 @@ from libc.string cimport memcpy
 from libc.stdint cimport uint8_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, int64_t
 
 # shared primitives (ext/include/): inline, compiled into this module
-from byteorder cimport put_le32, put_le64, get_le32, get_le64
 from clock cimport realtime_ns
+from stamp cimport (STAMP_SIZE, STAMP_PRODUCER_AT, STAMP_SEQ_AT, STAMP_T_INTENDED_AT, STAMP_T_SENT_AT, write_stamp,
+                   stamp_producer, stamp_seq, stamp_t_intended, stamp_t_sent)
 
 # outcomes: indices into rbench.samples.schema.OUTCOMES (PENDING is never written)
 cdef enum:
@@ -34,7 +35,10 @@ cdef enum:
     CONNECTION_LOST = 5
     PENDING = 6
 
-STAMP_SIZE = 24
+# the stamp layout this module was compiled with (ext/include/stamp.pxd): a unit test holds it equal to
+# rbench/runtime/stamp.py's, the one source
+STAMP_LAYOUT = {"size": STAMP_SIZE, "producer": STAMP_PRODUCER_AT, "seq": STAMP_SEQ_AT,
+                "t_intended": STAMP_T_INTENDED_AT, "t_sent": STAMP_T_SENT_AT}
 PUBLISHED_COLUMNS = ("producer", "queue", "size", "seq", "t_intended", "t_sent", "t_confirmed", "outcome")
 CONSUMED_COLUMNS = ("consumer", "queue", "producer", "size", "seq", "t_intended", "t_sent", "t_received", "redelivered")
 
@@ -64,13 +68,6 @@ cdef const char* _FMT_Q = b"q"
 cdef const char* _FMT_I = b"i"
 cdef const char* _FMT_H = b"h"
 cdef const char* _FMT_B = b"b"
-
-
-cdef inline void _write_stamp(uint8_t* p, uint32_t producer, uint32_t seq, int64_t t_intended, int64_t t_sent) noexcept nogil:
-    put_le32(p, producer)
-    put_le32(p + 4, seq)
-    put_le64(p + 8, <uint64_t>t_intended)
-    put_le64(p + 16, <uint64_t>t_sent)
 
 
 cdef class Column:
@@ -467,10 +464,10 @@ cdef class RecorderCore:
         except (TypeError, BufferError):
             return False
         try:
-            if view.len < 24:
+            if view.len < STAMP_SIZE:
                 return False
-            producer = get_le32(<const uint8_t*>view.buf)
-            seq = get_le32(<const uint8_t*>view.buf + 4)
+            producer = stamp_producer(view.buf)
+            seq = stamp_seq(view.buf)
         finally:
             PyBuffer_Release(&view)
         self.n_returned += 1
@@ -489,17 +486,17 @@ cdef class RecorderCore:
                                bint redelivered, int64_t t_received) except -1:
         cdef Cols* t = &self.con
         cdef Py_ssize_t i = t.n
-        if size < 24:
+        if size < STAMP_SIZE:
             return False
         if i == t.cap:
             _cols_grow(t)
         (<int32_t*>t.ptr[C_CONSUMER])[i] = consumer
         (<int16_t*>t.ptr[C_QUEUE])[i] = queue_idx
-        (<int32_t*>t.ptr[C_PRODUCER])[i] = <int32_t>get_le32(p)
+        (<int32_t*>t.ptr[C_PRODUCER])[i] = <int32_t>stamp_producer(p)
         (<int32_t*>t.ptr[C_SIZE])[i] = <int32_t>size
-        (<int64_t*>t.ptr[C_SEQ])[i] = get_le32(p + 4)
-        (<int64_t*>t.ptr[C_INTENDED])[i] = <int64_t>get_le64(p + 8)
-        (<int64_t*>t.ptr[C_SENT])[i] = <int64_t>get_le64(p + 16)
+        (<int64_t*>t.ptr[C_SEQ])[i] = stamp_seq(p)
+        (<int64_t*>t.ptr[C_INTENDED])[i] = stamp_t_intended(p)
+        (<int64_t*>t.ptr[C_SENT])[i] = stamp_t_sent(p)
         (<int64_t*>t.ptr[C_RECEIVED])[i] = t_received
         (<int8_t*>t.ptr[C_REDELIVERED])[i] = 1 if redelivered else 0
         t.n = i + 1
@@ -634,8 +631,8 @@ cdef class Stamper:
     cdef bint confirm
 
     def __cinit__(self, RecorderCore core, bytearray body, uint32_t producer, int16_t queue_idx, bint confirm) -> None:
-        if PyByteArray_GET_SIZE(body) < 24:
-            raise ValueError("body is shorter than the 24-byte stamp")
+        if PyByteArray_GET_SIZE(body) < STAMP_SIZE:
+            raise ValueError(f"body is shorter than the {STAMP_SIZE}-byte stamp")
         self.core = core
         self.body = body
         self.producer = producer
@@ -663,9 +660,9 @@ cdef class Stamper:
     cdef int _stamp(self, int64_t seq, int64_t t_intended, int64_t t_sent) except -1:
         if seq < 0 or seq > 0xffffffff:
             raise OverflowError(f"seq {seq} does not fit the stamp's u32")
-        if PyByteArray_GET_SIZE(self.body) < 24:
-            raise ValueError("body is shorter than the 24-byte stamp")
-        _write_stamp(<uint8_t*>PyByteArray_AS_STRING(self.body), self.producer, <uint32_t>seq, t_intended, t_sent)
+        if PyByteArray_GET_SIZE(self.body) < STAMP_SIZE:
+            raise ValueError(f"body is shorter than the {STAMP_SIZE}-byte stamp")
+        write_stamp(PyByteArray_AS_STRING(self.body), self.producer, <uint32_t>seq, t_intended, t_sent)
         self.core._row(self.producer, self.queue_idx, seq, self.size, t_intended, t_sent, self.confirm)
         return 0
 

@@ -32,6 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from rbench import __version__
 from rbench.errors import ConfigError, RbenchError, mask_uri
 from rbench.live import histogram
+from rbench.live.control.wire import Progress
 
 EXPORT_EVERY = 2                    # every 2nd control edge: 10 buckets per decade
 LOW_S, HIGH_S = 1e-5, 100.0
@@ -95,22 +96,21 @@ class RunMetrics:
         self.port: int | None = None
 
     # ---- fed by rbench.live.control.ProgressBoard ------------------------------------------------
-    def add(self, msg: dict[str, Any]) -> None:
-        if "metrics_port" in msg or not any(k in msg for k in ("published", "consumed", "hist")):
-            return
-        cluster, step = str(msg["cluster"]), int(msg.get("step", 0))
+    def add(self, line: Progress) -> None:
+        cluster, step = line.cluster, line.step
         with self._lock:
-            self._tasks.setdefault(cluster, set()).add(int(msg.get("task", -1)))
+            self._tasks.setdefault(cluster, set()).add(line.task)
             s = self._steps.setdefault((cluster, step), _Step())
-            sec = self._seconds.setdefault((cluster, int(msg.get("second", 0))), dict.fromkeys(COUNTERS, 0))
+            sec = self._seconds.setdefault((cluster, line.second), dict.fromkeys(COUNTERS, 0))
             for key in COUNTERS:
-                v = int(msg.get(key, 0))
+                v = getattr(line, key)
                 s.counts[key] += v
                 sec[key] += v
             for key, (_, _, hist_field, sum_field) in HISTOGRAMS.items():
-                for b, c in (msg.get(hist_field) or {}).items():
-                    s.hists[key][min(int(b), histogram.N_BUCKETS - 1)] += int(c)
-                s.sums[key] += float(msg.get(sum_field, 0)) / 1e9
+                buckets: dict[int, int] = getattr(line, hist_field)
+                for b, c in buckets.items():
+                    s.hists[key][min(b, histogram.N_BUCKETS - 1)] += c
+                s.sums[key] += getattr(line, sum_field) / 1e9
             if len(self._seconds) > 64:      # keep the last few seconds per cluster
                 newest = max(k[1] for k in self._seconds)
                 for k in [k for k in self._seconds if k[1] < newest - 8]:

@@ -20,6 +20,7 @@ from rbench.errors import ConfigError
 from rbench.perftest import values as v
 from rbench.perftest.grammar import Parsed
 from rbench.perftest.options import BY_KEY, NO_EFFECT, PERFTEST_OPTIONS, Option
+from rbench.runtime.stamp import STAMP_SIZE
 
 DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/"
 OPEN_ENDED_S = 365 * 86400.0        # -ew without -z: the run ends when the consumers exit
@@ -326,9 +327,9 @@ def _bodies(p: Parsed, w: dict[str, Any], notes: list[str]) -> None:
         if any(s <= 0 or s != int(s) for s, _ in pairs):
             raise ConfigError(f"{opt('variable-size').label}: expected SIZE > 0 (whole bytes):SECONDS")
         w["variable_size"] = [{"size": int(s), "duration": d} for s, d in pairs]
-        if min(int(s) for s, _ in pairs) < 24:
-            notes.append("-vs/--variable-size: sizes below 24 bytes are sent as 24 bytes (rbench's stamp)")
-    elif not p.has("body") and max(size, 12) < 24:
+        if min(int(s) for s, _ in pairs) < STAMP_SIZE:
+            notes.append(f"-vs/--variable-size: sizes below {STAMP_SIZE} bytes are sent as {STAMP_SIZE} bytes (rbench's stamp)")
+    elif not p.has("body") and max(size, 12) < STAMP_SIZE:
         notes.append(opt("size").notice or "")
 
 

@@ -4,7 +4,7 @@ from typing import Any
 
 Buffer = bytes | bytearray | memoryview
 
-STAMP_SIZE: int
+STAMP_LAYOUT: dict[str, int]     # the stamp layout compiled in (ext/include/stamp.pxd)
 PUBLISHED_COLUMNS: tuple[str, ...]
 CONSUMED_COLUMNS: tuple[str, ...]
 

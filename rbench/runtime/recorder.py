@@ -136,7 +136,7 @@ class Recorder:
             self.queues.append(queue)
         return self._queue_index[queue]
 
-    # ---- hot path: the runtime calls the core directly (stamper, ProducerSink, _ConsumerState) ----
+    # ---- hot path: the runtime calls the core directly (stamper, ProducerSink, consumers.ConsumerState) ----
     def published(self, producer: int, queue_idx: int, seq: int, size: int, t_intended: int, t_sent: int, confirm: bool) -> None:
         self.core.published(producer, queue_idx, seq, size, t_intended, t_sent, confirm)
 

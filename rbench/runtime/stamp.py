@@ -1,4 +1,4 @@
-"""The 24-byte stamp every rbench message carries at the start of its body.
+"""The 24-byte stamp every rbench message carries at the start of its body: the one source of its layout.
 
 Layout (little-endian): producer u32 | seq u32 | t_intended i64 | t_sent i64.
 It lets a consumer count lost, duplicated and reordered messages per producer and
@@ -7,17 +7,22 @@ corrected) as well as from the actual send time, without any header parsing.
 A body smaller than the stamp is raised to STAMP_SIZE (PerfTest does the same with
 its 12-byte minimum); the Parquet ``size`` column records the real body size.
 
-The runtime's hot path packs and unpacks this same layout in C (ext/runtime/recorder.pyx:
-``Stamper``, ``RecorderCore.consumed``); these helpers are for tests and drivers.
+The runtime's hot path packs and unpacks this same layout in C, from the constants in
+ext/include/stamp.pxd (``Stamper``, ``RecorderCore.consumed``, the AMQP 1.0 link); the recorder
+exports what it was compiled with as ``STAMP_LAYOUT`` and tests/unit/test_stamp.py holds that
+equal to ``LAYOUT`` here. These helpers are for tests and drivers.
 """
 from __future__ import annotations
 
 import struct
 
-STAMP = struct.Struct("<IIqq")
+FIELDS = ("producer", "seq", "t_intended", "t_sent")
+_FORMATS = ("I", "I", "q", "q")
+STAMP = struct.Struct("<" + "".join(_FORMATS))
 STAMP_SIZE: int = STAMP.size  # 24
-_SENT = struct.Struct("<q")
-_SENT_OFFSET = 16
+# field → byte offset in the body, and "size" → STAMP_SIZE: what the C side is checked against
+LAYOUT: dict[str, int] = {"size": STAMP_SIZE, **{name: struct.calcsize("<" + "".join(_FORMATS[:i]))
+                                                  for i, name in enumerate(FIELDS)}}
 
 
 def new_payload(size: int) -> bytearray:
@@ -27,10 +32,6 @@ def new_payload(size: int) -> bytearray:
 
 def write_stamp(buf: bytearray, producer: int, seq: int, t_intended_ns: int, t_sent_ns: int) -> None:
     STAMP.pack_into(buf, 0, producer, seq, t_intended_ns, t_sent_ns)
-
-
-def write_sent(buf: bytearray, t_sent_ns: int) -> None:
-    _SENT.pack_into(buf, _SENT_OFFSET, t_sent_ns)
 
 
 def read_stamp(body: bytes | bytearray | memoryview) -> tuple[int, int, int, int]:

@@ -25,6 +25,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 from rbench.errors import BrokerError, ConfigError, RbenchError, mask_uri
+from rbench.runtime.stamp import STAMP_SIZE, new_payload
 
 STATUS_EVERY_S = 2.0
 DRAIN_TIMEOUT_S = 30.0
@@ -40,7 +41,7 @@ class QuiverOptions:
     queue: str = ""                          # "" = a fresh queue, deleted afterwards
     count: int = 0                           # messages; 0 = until duration
     duration: float = 0.0                    # seconds; 0 = until count
-    body_size: int = 24
+    body_size: int = STAMP_SIZE
     credit: int = 1000                       # receiver link credit window
     durable: bool = False
     settlement: Settlement = "unsettled"
@@ -222,7 +223,7 @@ async def _send(opts: QuiverOptions, queue: str, out: Any, go: Any, side: Side) 
                                                    confirm_window=opts.window, persistent=opts.durable), _Confirms())
         conn = driver.connection
         sender = pub._sender
-        payload = bytearray(max(opts.body_size, 24))
+        payload = new_payload(opts.body_size)
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(None, go.wait)
         cpu0 = _cpu_s()

@@ -163,7 +163,7 @@ def test_prometheus_metrics_are_served_while_the_task_runs(amqp_url: str, unique
 
         async def scrape() -> None:
             await asyncio.sleep(3.0)
-            url = f"http://127.0.0.1:{task._metrics_server.server_port}/metrics"
+            url = f"http://127.0.0.1:{task.progress.metrics_port}/metrics"
             body = await loop.run_in_executor(None, lambda: urllib.request.urlopen(url, timeout=5).read().decode())
             scraped.append(body)
 

@@ -24,6 +24,7 @@ import pytest
 from rbench.config.load import workload_from_dict
 from rbench.coordinator.run import run_workload
 from rbench.live import dashboard
+from rbench.live.control.wire import Progress
 from rbench.live.run_metrics import BUCKET_RATIO, RunMetrics
 from tests.conftest import TEST_PREFIX
 from tests.promserver import Prometheus, free_port, wait_http
@@ -125,8 +126,8 @@ def test_pushgateway_receives_the_final_merged_figures(tmp_path: Path) -> None:
             wait_http(f"http://127.0.0.1:{port}/-/ready")
             m = RunMetrics("run-pgw-test")
             for task in range(3):
-                m.add({"cluster": "c1", "task": task, "step": 0, "second": 1, "published": 100, "consumed": 90,
-                       "hist": {"100": 60, "120": 30}, "e2e_sum_ns": 90_000_000})
+                m.add(Progress("c1", task, step=0, second=1, published=100, consumed=90, hist={100: 60, 120: 30},
+                               e2e_sum_ns=90_000_000))
             m.push(f"http://127.0.0.1:{port}")
             RunMetrics("run-pgw-auth").push(f"http://user:secret@127.0.0.1:{port}")      # credentials: basic auth
             text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()

@@ -13,7 +13,7 @@ import pytest
 from rbench.codec.amqp10 import Described, decode_message, decode_value_at
 from rbench.drivers._amqp10_link import FrameReader, LatencyTap, Receiver, Sender
 from rbench.errors import CodecError
-from rbench.runtime.stamp import read_stamp
+from rbench.runtime.stamp import read_stamp, write_stamp
 
 
 class Sink:
@@ -74,7 +74,7 @@ def test_sender_to_receiver_and_dispositions_back(max_frame: int) -> None:
     wire = bytearray()
     body = bytearray(3000)
     for seq in range(20):
-        struct.pack_into("<IIqq", body, 0, 5, seq, 1, 2)
+        write_stamp(body, 5, seq, 1, 2)
         sender.write(wire, body, seq)
     rx = FrameReader()
     receiver = Receiver(1, 0, lambda b, r, t: got.append(bytes(b)), 100, 0, True, 0)

@@ -334,10 +334,11 @@ def test_csv_columns_and_rows_follow_perftest(tmp_path: Path) -> None:
 def test_progress_printer_sums_seconds_into_intervals(tmp_path: Path) -> None:
     from rbench.coordinator.progress import ProgressPrinter
     from rbench.live.control import ProgressBoard
+    from rbench.live.control.wire import Progress, Started
 
     board = ProgressBoard()
     t0_s = 1_000_000
-    board.add({"cluster": "c", "task": 0, "t0_ns": t0_s * 10**9, "step": 0})
+    board.add(Started("c", 0, t0_s * 10**9, step=0))
     fmt = PerfTestOutput("id1", consumers=True)
     csv = CsvWriter(str(tmp_path / "p.csv"), fmt)
     out = io.StringIO()
@@ -349,7 +350,7 @@ def test_progress_printer_sums_seconds_into_intervals(tmp_path: Path) -> None:
     printer.cluster = "c"
     lines = []
     for sec in range(t0_s, t0_s + 6):
-        board.add({"cluster": "c", "task": 0, "step": 0, "second": sec, "published": 100, "consumed": 100})
+        board.add(Progress("c", 0, step=0, second=sec, published=100, consumed=100))
         lines += printer.tick(sec)
     csv.close()
     assert lines == [f"id: id1, time {t:.3f} s, sent: 100 msg/s, received: 100 msg/s, min/median/75th/95th/99th "

@@ -15,6 +15,7 @@ from rbench.coordinator.progress import ProgressPrinter
 from rbench.coordinator.summary import print_reconnects
 from rbench.errors import ConnectError, ConnectionLost, mask_uri
 from rbench.live.control import ProgressBoard
+from rbench.live.control.wire import Progress, Reconnecting, Started
 from rbench.runtime.reconnect import Reconnect, Reconnector, failover
 from rbench.runtime.schedule import Segment, due_times, slot_at
 from rbench.samples.runinfo import RunInfo
@@ -48,12 +49,12 @@ def test_the_status_line_says_reconnecting_while_a_task_is_disconnected() -> Non
     printer = ProgressPrinter(board, plan, out=io.StringIO(), interval_s=1)
     printer.cluster = "c"
     t0_s = 1_000_000
-    board.add({"cluster": "c", "task": 0, "t0_ns": t0_s * 10**9, "step": 0})
+    board.add(Started("c", 0, t0_s * 10**9, step=0))
     lines = []
     for sec, news in enumerate([[], [(3, True)], [(1, True)], [(3, False)], [(1, False)]]):
         for task, state in news:
-            board.add({"cluster": "c", "task": task, "step": 0, "reconnecting": state})
-        board.add({"cluster": "c", "task": 0, "step": 0, "second": t0_s + sec, "published": 100})
+            board.add(Reconnecting("c", task, step=0, reconnecting=state))
+        board.add(Progress("c", 0, step=0, second=t0_s + sec, published=100))
         lines += printer.tick(t0_s + sec)
     notes = [line.partition(" | reconnecting")[2] for line in lines]
     assert notes == ["", " (task 3)", " (tasks 1, 3)", " (task 1)", ""]

@@ -9,11 +9,11 @@ import pytest
 
 from rbench.config.types import PublisherSpec
 from rbench.errors import ConnectionLost
+from rbench.runtime.consumers import ConsumerState
 from rbench.runtime.producer import ProducerSink, run_producer
 from rbench.runtime.recorder import Recorder
 from rbench.runtime.schedule import segments
 from rbench.runtime.stamp import read_stamp
-from rbench.runtime.task import _ConsumerState
 from tests.loops import LoopRunner
 
 
@@ -71,9 +71,9 @@ def test_a_publish_that_raises_leaves_no_row(tmp_path: Path, run: LoopRunner) ->
 
 
 def test_consumer_state_records_and_stops_at_its_limit(tmp_path: Path, run: LoopRunner) -> None:
-    async def main() -> _ConsumerState:
+    async def main() -> ConsumerState:
         rec = recorder(tmp_path)
-        state = _ConsumerState(rec, 7, rec.queue_index("q"), 2)
+        state = ConsumerState(rec, 7, rec.queue_index("q"), 2)
         pub = FakePublisher()
         await run_producer(pub, PublisherSpec(producer_id=1, queue="q"), rec, list(segments(time.time_ns(), 0, [(0.0, 5.0, None)])),
                            24, 3, asyncio.Event())

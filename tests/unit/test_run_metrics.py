@@ -7,6 +7,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from rbench.live import histogram
 from rbench.live.control import ProgressBoard
+from rbench.live.control.wire import MetricsEndpoint, Progress
 from rbench.live.run_metrics import BOUNDS_S, BUCKET_RATIO, EDGE_INDEX, RunMetrics, start
 
 
@@ -32,10 +33,10 @@ def test_merged_buckets_equal_a_histogram_of_all_tasks_latencies() -> None:
         for second in range(4):
             lat = rng.lognormal(np.log(2e6), 1.0, 500).astype(np.int64)        # ~2 ms, wide
             every.append(lat)
-            board.add({"cluster": "a", "task": task, "step": 1, "second": second, "published": 500, "confirmed": 499,
-                       "consumed": 500, "nacked": 1, "returned": 0, "hist": {str(k): v for k, v in histogram.bucket_counts(lat).items()},
-                       "e2e_sum_ns": int(lat.sum()), "confirm_hist": {}, "confirm_sum_ns": 0})
-    board.add({"cluster": "a", "task": 0, "metrics_port": 9999, "host": "h"})          # ignored by the collector
+            board.add(Progress("a", task, step=1, second=second, published=500, confirmed=499, consumed=500, nacked=1,
+                               returned=0, hist=histogram.bucket_counts(lat), e2e_sum_ns=int(lat.sum()),
+                               confirm_hist={}, confirm_sum_ns=0))
+    board.add(MetricsEndpoint("a", 0, metrics_port=9999, host="h"))          # ignored by the collector
     all_ns = np.concatenate(every)
     fam = _families(m)
     buckets = [s for s in fam["rbench_run_latency_seconds"] if s.name.endswith("_bucket")]
@@ -56,8 +57,8 @@ def test_quantile_from_exported_buckets_is_within_one_bucket() -> None:
     rng = np.random.default_rng(5)
     lat = rng.lognormal(np.log(5e6), 0.6, 20_000).astype(np.int64)
     m = RunMetrics("r")
-    m.add({"cluster": "c", "task": 0, "step": 0, "second": 0, "consumed": lat.size,
-           "hist": histogram.bucket_counts(lat), "e2e_sum_ns": int(lat.sum())})
+    m.add(Progress("c", 0, step=0, second=0, consumed=lat.size, hist=histogram.bucket_counts(lat),
+                   e2e_sum_ns=int(lat.sum())))
     buckets = [(float(s.labels["le"]), s.value) for s in _families(m)["rbench_run_latency_seconds"] if s.name.endswith("_bucket")]
     for q in (0.5, 0.95, 0.99):
         rank = q * buckets[-1][1]
@@ -75,9 +76,9 @@ def test_rate_gauges_show_the_last_complete_second() -> None:
 
     m = RunMetrics("r")
     last = int(time.time() - 0.25) - 1
-    m.add({"cluster": "c", "task": 0, "step": 0, "second": last, "published": 700, "consumed": 650})
-    m.add({"cluster": "c", "task": 1, "step": 0, "second": last, "published": 300, "consumed": 350})
-    m.add({"cluster": "c", "task": 1, "step": 0, "second": last - 1, "published": 5})
+    m.add(Progress("c", 0, step=0, second=last, published=700, consumed=650))
+    m.add(Progress("c", 1, step=0, second=last, published=300, consumed=350))
+    m.add(Progress("c", 1, step=0, second=last - 1, published=5))
     fam = _families(m)
     (pub,) = fam["rbench_run_published_per_second"]
     assert pub.value in (1000, 0)           # 0 only if the wall clock turned a second between add and collect

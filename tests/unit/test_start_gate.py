@@ -5,8 +5,8 @@ import asyncio
 
 import pytest
 
-from rbench.live import control
-from rbench.live.control import GATE_MARGIN_NS, ControlClient, ControlServer
+from rbench.live.control import GATE_MARGIN_NS, ControlClient, ControlServer, gate
+from rbench.live.control.wire import Progress
 
 
 async def _clients(server: ControlServer, n: int) -> list[ControlClient]:
@@ -91,7 +91,7 @@ async def _attempts(server: ControlServer, cluster: str, tasks_attempts: list[tu
     """One connected client per (task, attempt), each having said hello, as TaskRun does."""
     clients = []
     for task, attempt in tasks_attempts:
-        c = ControlClient(server.address, tags={"attempt": attempt})
+        c = ControlClient(server.address, attempt)
         await c.connect()
         c.hello(cluster, task)
         clients.append(c)
@@ -99,8 +99,8 @@ async def _attempts(server: ControlServer, cluster: str, tasks_attempts: list[tu
     return clients
 
 
-def _progress(task: int, second: int, published: int) -> dict[str, object]:
-    return {"cluster": "a", "task": task, "step": 0, "second": second, "published": published, "consumed": published}
+def _progress(task: int, second: int, published: int) -> Progress:
+    return Progress("a", task, step=0, second=second, published=published, consumed=published)
 
 
 def test_a_restarted_stage_starts_after_the_earlier_attempt_left_and_only_its_progress_counts() -> None:
@@ -113,7 +113,7 @@ def test_a_restarted_stage_starts_after_the_earlier_attempt_left_and_only_its_pr
         old = await _attempts(server, "a", [(0, 1), (1, 2)])
         first = await asyncio.wait_for(asyncio.gather(old[0].agree_t0("a", 0, 100), old[1].agree_t0("a", 1, 100)), 5)
         for c in old:
-            c.send(_progress(c.tags["attempt"] - 1, 7, 50))
+            c.send(_progress((c.attempt or 0) - 1, 7, 50))
         await asyncio.sleep(0.1)
         assert server.board.step("a", 0).published == 100
         # Spark restarted the stage: attempts 3 and 4; attempt 1 still runs (Spark kills it 2 s later)
@@ -183,7 +183,7 @@ def test_ready_lines_of_a_dead_stage_attempt_never_complete_a_round() -> None:
 
 def test_an_earlier_attempt_that_never_leaves_delays_the_restart_a_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
     """An executor lost on another machine may leave its connection open until TCP gives up: the gate waits a bounded time."""
-    monkeypatch.setattr(control, "EARLIER_ATTEMPT_WAIT_S", 0.5)
+    monkeypatch.setattr(gate, "EARLIER_ATTEMPT_WAIT_S", 0.5)
     server = ControlServer().start()
     server.expect_tasks("a", 1)
 
