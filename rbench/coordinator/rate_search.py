@@ -54,7 +54,9 @@ class Answer:
     def line(self) -> str:
         n = len(self.probes)
         if self.highest_pass is None:
-            return f"{self.cluster}: no probe met the SLO (first at {self.first_fail:,.0f} msg/s); {self.ended_by} ({n} probes)"
+            # a first probe the generator could not carry ends the search with no failure the broker caused
+            first = "" if self.first_fail is None else f" (first at {self.first_fail:,.0f} msg/s)"
+            return f"{self.cluster}: no probe met the SLO{first}; {self.ended_by} ({n} probes)"
         if self.first_fail is None and self.ended_by.startswith("stopped"):
             return (f"{self.cluster}: highest rate that met the SLO {self.highest_pass:,.0f} msg/s; no failure the broker "
                     f"caused yet: {self.ended_by} ({n} probes)")
