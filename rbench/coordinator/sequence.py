@@ -19,7 +19,7 @@ from typing import Any
 
 from rbench.config.model import Workload
 from rbench.coordinator.options import RunOptions, check_ports, default_master
-from rbench.coordinator.rate_search import Answer, SearchRun
+from rbench.coordinator.rate_search import Answer, SearchRun, run_search
 from rbench.coordinator.timings import Timings
 from rbench.reduce.job import ReduceResult
 
@@ -84,19 +84,18 @@ def run_sequence(workload: Workload, options: RunOptions, app: str = "run",
     timings.mark("Spark session ready")
     # which of its queues exist already: those are never deleted; the rest go afterwards unless queues.keep
     with run_queues(workload) as created:
+        loaded: SearchRun | RunOutcome
         if workload.rate_search is not None:
-            from rbench.coordinator.rate_search import run_search
-
-            search = run_search(workload, options.out, session, options.tasks, not options.quiet, created)
+            loaded = run_search(workload, options.out, session, options.tasks, not options.quiet, created)
         else:
             result = run_workload(workload, options.out, session, tasks=options.tasks, progress=not options.quiet,
                                   timings=timings, metrics_port=options.metrics_port, pushgateway=options.pushgateway,
                                   metrics_linger_s=linger, queues_created=created)
-    if workload.rate_search is not None:
-        outcome = _searched(workload, options, session, search, announce_reduce)
+            loaded = RunOutcome(result.run_dir, result.status, _measured(result.info))
+    if isinstance(loaded, SearchRun):
+        outcome = _searched(workload, options, session, loaded, announce_reduce)
     else:
-        outcome = _reduced(options, session, timings, RunOutcome(result.run_dir, result.status, _measured(result.info)),
-                           announce_reduce)
+        outcome = _reduced(options, session, timings, loaded, announce_reduce)
     if options.timings:
         print("\nwhere the time went:\n" + timings.table())
     sys.stdout.flush()
