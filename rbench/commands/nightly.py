@@ -1,9 +1,9 @@
 """`rbench nightly WORKLOAD --history DIR`: the scheduled job, as one command (helm/rbench runs it).
 
 Steps, in order, each announced on stdout: 1 run the workload (rbench.coordinator.sequence, as
-`rbench run`: a `rate_search:` workload searches, and the history gets the search's answer),
-2 reduce it (report, steps, leaderboards), 3 add it to the history, 4 (--regress) judge it against the nights before,
-5 (--upload URI) copy the run and the history to an object store. A failed run stops before
+`rbench run` does: a `rate_search:` workload searches, and the history gets the search's answer),
+2 reduce it (report, steps, leaderboards), 3 add it to the history, 4 (--regress) judge it against
+the nights before, 5 (--upload URI) copy the run and the history to an object store. A failed run stops before
 the history is touched, so a broken night never enters the baseline.
 Exit status: 0, 1 when regress found a regression, 2 bad input, 3 the run did not complete.
 """
