@@ -84,9 +84,10 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _workload(args: argparse.Namespace) -> int:
-    """The workload file through the Spark job (rbench run), its driver set to amqp10."""
-    from rbench.commands.run import RunOptions, execute
+    """The workload file through the run sequence (as `rbench run`), its driver set to amqp10."""
+    from rbench.commands.run import run_and_report
     from rbench.config.load import load_workload
+    from rbench.coordinator.options import RunOptions
 
     workload = load_workload(args.url, driver="amqp10")
-    return execute(workload, RunOptions(out=str(args.output or "results"), master=args.master))
+    return run_and_report(workload, RunOptions(out=str(args.output or "results"), master=args.master), "amqp10")

@@ -24,16 +24,3 @@ def port(text: str) -> int:
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError(f"expected a port 0-65535, got {value}")
     return value
-
-
-def spark_conf(items: list[str]) -> dict[str, str]:
-    """Every ``--conf KEY=VALUE`` (spark-submit's flag) as a dict; one without ``=`` is a one-line ConfigError."""
-    from rbench.errors import ConfigError
-
-    conf = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep:
-            raise ConfigError(f"--conf: expected KEY=VALUE, got {item!r}")
-        conf[key] = value
-    return conf

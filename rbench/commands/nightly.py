@@ -1,8 +1,9 @@
 """`rbench nightly WORKLOAD --history DIR`: the scheduled job, as one command (helm/rbench runs it).
 
-Steps, in order, each announced on stdout: 1 run the workload, 2 reduce it (report, steps,
-leaderboards), 3 add it to the history, 4 (--regress) judge it against the nights before,
-5 (--upload URI) copy the run and the history to an object store. A failed run stops before
+Steps, in order, each announced on stdout: 1 run the workload (rbench.coordinator.sequence, as
+`rbench run` does: a `rate_search:` workload searches, and the history gets the search's answer),
+2 reduce it (report, steps, leaderboards), 3 add it to the history, 4 (--regress) judge it against
+the nights before, 5 (--upload URI) copy the run and the history to an object store. A failed run stops before
 the history is touched, so a broken night never enters the baseline.
 Exit status: 0, 1 when regress found a regression, 2 bad input, 3 the run did not complete.
 """
@@ -33,10 +34,10 @@ def _step(n: int, text: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from rbench.commands.history import add_runs
-    from rbench.commands.run import RunOptions
     from rbench.config.load import load_workload
+    from rbench.coordinator.options import RunOptions
+    from rbench.coordinator.sequence import run_sequence
     from rbench.history.store import history_dir
-    from rbench.nightly.job import run_and_reduce
 
     if args.no_reduce:
         from rbench.errors import ConfigError
@@ -47,9 +48,11 @@ def run(args: argparse.Namespace) -> int:
         from rbench.nightly.upload import filesystem_for
         filesystem_for(args.upload)                # a bad URI fails now, not after an hour of load
     _step(1, f"run {workload.name}")
-    outcome = run_and_reduce(workload, RunOptions.from_args(args), costs=args.costs, announce=_step)
-    if outcome.status != "complete":
-        print(f"nightly: the run ended {outcome.status}; the history is left unchanged ({outcome.run_dir})")
+    outcome = run_sequence(workload, RunOptions.from_args(args), app="nightly",
+                           announce_reduce=lambda name: _step(2, f"reduce {name}"))
+    if not outcome.complete:
+        why = outcome.problem or f"the run ended {outcome.status}"
+        print(f"nightly: {why}; the history is left unchanged ({outcome.run_dir})")
         return 3
     _step(3, f"add {outcome.run_dir.name} to the history {history}")
     add_runs(args, [str(outcome.run_dir)])

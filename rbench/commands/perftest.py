@@ -15,9 +15,10 @@ from typing import Any
 
 import yaml
 
-from rbench.commands.run import RunOptions, execute
+from rbench.commands.run import run_and_report
 from rbench.config.load import workload_from_dict
 from rbench.config.uri import AMQP_SCHEMES, STREAM_SCHEMES, mask_text, parse_uri
+from rbench.coordinator.options import RunOptions
 from rbench.perftest import compat, grammar, mapping
 
 HELP = "Run a RabbitMQ PerfTest command line (-x -y -r -s -z -q -c -qq …) as an rbench workload."
@@ -101,4 +102,4 @@ def run(args: argparse.Namespace) -> int:
         return 0
     for note in mapped.notes:
         print(f"rbench perftest: note: {mask_text(note)}", flush=True)
-    return execute(workload, RunOptions(**mapped.run))
+    return run_and_report(workload, RunOptions(**mapped.run), "perftest")

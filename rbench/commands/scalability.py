@@ -50,7 +50,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
-    from rbench.commands.argtypes import spark_conf
+    from rbench.coordinator.options import default_master, spark_conf
     from rbench.scenarios.scalability.output import slopes_markdown, summary, table_markdown
     from rbench.scenarios.scalability.plan import validate
     from rbench.scenarios.scalability.sweep import Sweep, spark_submitter
@@ -60,9 +60,7 @@ def run(args: argparse.Namespace) -> int:
     validate(spec)                                  # a bad flag fails before a JVM starts
     conf = spark_conf(args.conf)
     _probe(spec.uri)
-    from rbench.commands.run import _default_master
-
-    session = local_session(args.master or _default_master(), app_name="rbench-scalability", conf=conf)
+    session = local_session(args.master or default_master(), app_name="rbench-scalability", conf=conf)
     submit, cancel = spark_submitter(session, spec.tasks)
     echo = (lambda _line: None) if args.quiet else (lambda line: print(line, flush=True))
     sweep = Sweep(spec, submit, args.out, echo=echo, cancel=cancel)

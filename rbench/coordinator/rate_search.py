@@ -20,6 +20,7 @@ from typing import Any, TextIO
 import numpy as np
 import pyarrow.parquet as pq
 
+from rbench.config.load import workload_hash
 from rbench.config.model import RateSearch, Workload
 from rbench.samples.generator import judge
 from rbench.samples.layout import committed_parts, counted_attempts
@@ -53,7 +54,9 @@ class Answer:
     def line(self) -> str:
         n = len(self.probes)
         if self.highest_pass is None:
-            return f"{self.cluster}: no probe met the SLO (first at {self.first_fail:,.0f} msg/s); {self.ended_by} ({n} probes)"
+            # a first probe the generator could not carry ends the search with no failure the broker caused
+            first = "" if self.first_fail is None else f" (first at {self.first_fail:,.0f} msg/s)"
+            return f"{self.cluster}: no probe met the SLO{first}; {self.ended_by} ({n} probes)"
         if self.first_fail is None and self.ended_by.startswith("stopped"):
             return (f"{self.cluster}: highest rate that met the SLO {self.highest_pass:,.0f} msg/s; no failure the broker "
                     f"caused yet: {self.ended_by} ({n} probes)")
@@ -166,16 +169,68 @@ def search_cluster(workload: Workload, run_probe: Any, out: TextIO | None = None
     return answer
 
 
-def search_doc(answers: list[Answer], workload: Workload) -> dict[str, Any]:
-    """What search.json holds: the search's settings, every probe and each cluster's answer."""
+def search_doc(answers: list[Answer], workload: Workload, status: str = "complete") -> dict[str, Any]:
+    """What search.json holds: the search's settings, every probe and each cluster's answer.
+
+    ``workload_hash`` is the searching workload's (each probe's run.json holds its own probe's,
+    which changes with the rate), so that the history compares a search with the nights that ran
+    the same search; ``status`` is "complete" unless a probe stopped the search (interrupt)."""
     rs = workload.rate_search
     assert rs is not None
-    return {"workload_name": workload.name, "rate_search": rs.model_dump(mode="json"),
+    return {"workload_name": workload.name, "workload_hash": workload_hash(workload), "status": status,
+            "rate_search": rs.model_dump(mode="json"),
             "clusters": [{**asdict(a), "answer": a.line()} for a in answers]}
 
 
-def write_search(folder: Path, answers: list[Answer], workload: Workload) -> Path:
-    """search.json beside the probes' run directories (the reduce keeps a copy in leaderboard.json)."""
+def write_search(folder: Path, doc: dict[str, Any]) -> Path:
+    """search.json (``search_doc``) beside the probes' run directories (the reduce keeps a copy in leaderboard.json)."""
     path = folder / "search.json"
-    path.write_text(json.dumps(search_doc(answers, workload), indent=2))
+    path.write_text(json.dumps(doc, indent=2))
     return path
+
+
+@dataclass(frozen=True)
+class SearchRun:
+    """What the probes of a search left: its folder, the probes' run directories, each cluster's answer."""
+
+    folder: Path
+    probes: tuple[Path, ...]
+    answers: tuple[Answer, ...]
+    doc: dict[str, Any] | None            # search.json as written; None when no cluster has an answer
+    stopped: str | None                   # the status of the probe that ended the search early, if one did
+
+
+class ProbeStopped(Exception):
+    """A probe did not complete (interrupt, failure): the search ends there."""
+
+
+def run_search(workload: Workload, out_root: str | Path, session: Any, tasks: int | None, progress: bool,
+               queues_created: dict[str, list[str]]) -> SearchRun:
+    """Search every cluster in turn, each probe a run of its own in OUT/<run_id>-search/; write search.json."""
+    from rbench.coordinator.run import run_workload
+    from rbench.samples.runinfo import new_run_id
+
+    folder = Path(out_root) / f"{new_run_id(workload.name)}-search"
+    probes: list[Path] = []
+
+    def run_probe(w: Workload) -> Path:
+        result = run_workload(w, folder, session, tasks=tasks, progress=progress, queues_created=queues_created)
+        probes.append(result.run_dir)
+        if result.status != "complete":
+            raise ProbeStopped(result.status)
+        return result.run_dir
+
+    answers = []
+    stopped: str | None = None
+    print(f"rbench: rate search → {folder}", flush=True)
+    for cluster in workload.clusters:
+        try:
+            answers.append(search_cluster(workload.model_copy(update={"clusters": [cluster]}), run_probe))
+        except ProbeStopped as exc:
+            stopped = str(exc)
+            break
+    doc = None
+    if answers:
+        doc = search_doc(answers, workload, stopped or "complete")
+        write_search(folder, doc)
+    return SearchRun(folder, tuple(probes), tuple(answers), doc, stopped)

@@ -7,7 +7,6 @@ order with the seconds since the previous mark and since the command started.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 
 class Timings:
@@ -17,10 +16,6 @@ class Timings:
     def mark(self, label: str, at: float | None = None) -> None:
         """Record ``label`` now, or at wall-clock ``at`` (seconds) for an instant a task reported."""
         self.marks.append((label, time.time() if at is None else at))
-
-    def as_json(self) -> list[dict[str, Any]]:
-        start = self.marks[0][1]
-        return [{"what": label, "at_s": round(t - start, 3)} for label, t in sorted(self.marks, key=lambda m: m[1])]
 
     def table(self) -> str:
         ordered = sorted(self.marks, key=lambda m: m[1])

@@ -9,7 +9,8 @@ A file holds the reduce's rows for that run (steps.parquet's columns, unchanged)
 run's metadata as columns, so a night can be explained without its run directory. The
 partition values are in the path only (not in the files), as hive readers expect. Adding the
 same run for the same night again replaces its file: a re-run of ``history add`` never
-counts a night twice. Nothing is recomputed: the figures are the reduce's.
+counts a night twice. Nothing is recomputed: the figures are the reduce's. A rate search is
+filed as one night whose rows carry the search's answer (``add_search``).
 """
 from __future__ import annotations
 
@@ -146,32 +147,21 @@ def add_run(history: Path, run_dir: str | Path, report_dir: str | Path | None = 
     run_dir = Path(run_dir)
     if night is not None:
         night = parse_night(night)
+    if (run_dir / "search.json").exists():
+        return add_search(history, run_dir, report_dir, night, commit, broker_version, force)
     run = _read_json(run_dir / "run.json", "run.json (is it a run directory?)")
     run_id, workload = str(run.get("run_id") or run_dir.name), str(run.get("workload_name") or "unnamed")
     if run.get("status") != "complete" and not force:
         raise ConfigError(f"{run_dir}: run status is {run.get('status')!r}, not 'complete': a partial night would read "
                           f"as a regression (--force adds it anyway)")
     report = Path(report_dir) if report_dir is not None else run_dir / "report"
-    steps_path = report / "steps.parquet"
-    if not steps_path.exists():
-        raise ConfigError(f"{steps_path}: no reduce output; run `rbench reduce {run_dir}` first (or give --report DIR)")
-    try:
-        steps = pq.read_table(steps_path)
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise ConfigError(f"{steps_path}: unreadable Parquet ({exc})") from None
-    board = _read_json(report / "leaderboard.json", "leaderboard.json").get("leaderboard") or {}
+    steps, board = _read_reduce(report, run_dir)
     runs_in_reduce = set(steps.column("run_id").to_pylist()) if "run_id" in steps.schema.names else {run_id}
     if run_id not in runs_in_reduce:
         raise ConfigError(f"{report}: this reduce has no rows of run {run_id} (it has {', '.join(sorted(runs_in_reduce))})")
     if "run_id" in steps.schema.names:
         steps = steps.filter(pc.equal(steps.column("run_id"), run_id)).drop_columns(["run_id"])
-    if night is None:
-        started = str(run.get("started_at") or "")
-        try:
-            night = dt.datetime.fromisoformat(started).astimezone(dt.timezone.utc).date().isoformat()
-        except ValueError:
-            raise ConfigError(f"{run_dir}/run.json: started_at {started!r} is not a timestamp; give --night YYYY-MM-DD") from None
-    night = parse_night(night)
+    night = parse_night(night or _night_of(run, run_dir))
     meta = run_metadata(run, commit, broker_version)
     added_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
     part = f"workload={workload}/date={night}/{run_id}.parquet"
@@ -180,6 +170,90 @@ def add_run(history: Path, run_dir: str | Path, report_dir: str | Path | None = 
     if lb is not None:
         _write(_with_meta(lb, run_id, night, meta, added_at), history / "leaderboard" / part)
     return Added(run_id, workload, night, steps.num_rows, history / "steps" / part, replaced)
+
+
+def _read_reduce(report: Path, run_dir: Path) -> tuple[pa.Table, dict[str, Any]]:
+    """The reduce's steps.parquet and leaderboard.json board in ``report``, or a ConfigError saying what to run."""
+    steps_path = report / "steps.parquet"
+    if not steps_path.exists():
+        raise ConfigError(f"{steps_path}: no reduce output; run `rbench reduce {run_dir}` first (or give --report DIR)")
+    try:
+        steps = pq.read_table(steps_path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise ConfigError(f"{steps_path}: unreadable Parquet ({exc})") from None
+    return steps, _read_json(report / "leaderboard.json", "leaderboard.json").get("leaderboard") or {}
+
+
+def _night_of(run: dict[str, Any], run_dir: Path) -> str:
+    """The UTC date the run started: the night it is filed under unless --night says otherwise."""
+    started = str(run.get("started_at") or "")
+    try:
+        return dt.datetime.fromisoformat(started).astimezone(dt.timezone.utc).date().isoformat()
+    except ValueError:
+        raise ConfigError(f"{run_dir}/run.json: started_at {started!r} is not a timestamp; give --night YYYY-MM-DD") from None
+
+
+# what a rate search adds to its row: the search's answer, and how it got there
+_SEARCH_SCHEMA = pa.schema([
+    ("highest_met_rate", pa.float64()), ("first_failed_rate", pa.float64()), ("search_ended_by", pa.string()),
+    ("search_probes", pa.int64()), ("probe_run_id", pa.string()),
+])
+
+
+def add_search(history: Path, folder: Path, report_dir: str | Path | None = None, night: str | None = None,
+               commit: str | None = None, broker_version: str | None = None, force: bool = False) -> Added:
+    """File a rate search (OUT/<run_id>-search: search.json, its probes, report/) as one night of its workload.
+
+    The night's answer is the search's: per cluster one row, ``highest_met_rate`` the highest rate
+    (msg/s in all) that met the SLO, 0 when no probe did, so that a night that found no capacity reads
+    as the drop it is; the row's other figures are those of the probe at that rate (the first probe
+    when none met it), so `rbench regress` judges capacity and latency at capacity. The probes' rates
+    change from night to night (bisection), so filing every probe would make no series. The run id is
+    the folder's name; ``workload_hash`` the searching workload's (search.json), not a probe's."""
+    doc = _read_json(folder / "search.json", "search.json")
+    run_id, workload = folder.name, str(doc.get("workload_name") or "unnamed")
+    status = str(doc.get("status") or "complete")
+    if status != "complete" and not force:
+        raise ConfigError(f"{folder}: rate search status is {status!r}, not 'complete': a partial night would read "
+                          f"as a regression (--force adds it anyway)")
+    steps, board = _read_reduce(Path(report_dir) if report_dir is not None else folder / "report", folder)
+    if "run_id" not in steps.schema.names:
+        raise ConfigError(f"{folder}: its reduce has no run_id column: reduce the probes together (rbench run does)")
+    by_probe = {(r["run_id"], r["cluster"]): r for r in steps.to_pylist()}
+    clusters = [c for c in doc.get("clusters") or [] if c.get("probes")]
+    if not clusters:
+        raise ConfigError(f"{folder}/search.json: no probe ran")
+    first = _read_json(folder / clusters[0]["probes"][0]["run_id"] / "run.json", "run.json of the first probe")
+    started = first.get("started_at")
+    night = parse_night(night or _night_of(first, folder))
+    rows, meta = [], {}
+    for c in clusters:
+        probes = c["probes"]
+        best = next((p for p in probes if p.get("passed") and p.get("target") == c.get("highest_pass")), probes[0])
+        row = by_probe.get((best["run_id"], c["cluster"]))
+        if row is None:
+            raise ConfigError(f"{folder}: the reduce has no row of probe {best['run_id']} (cluster {c['cluster']}); "
+                              f"reduce the search's probes again")
+        probe = _read_json(folder / best["run_id"] / "run.json", "run.json of a probe")
+        meta.update({name: {**m, "started_at": started, "workload_hash": doc.get("workload_hash"), "run_status": status}
+                     for name, m in run_metadata(probe, commit, broker_version).items()})
+        row.pop("run_id")
+        row.update({"highest_met_rate": float(c.get("highest_pass") or 0.0), "first_failed_rate": c.get("first_fail"),
+                    "search_ended_by": c.get("ended_by"), "search_probes": len(probes), "probe_run_id": best["run_id"]})
+        rows.append(row)
+    schema = pa.schema([f for f in steps.schema if f.name != "run_id"] + list(_SEARCH_SCHEMA))
+    added_at = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+    part = f"workload={workload}/date={night}/{run_id}.parquet"
+    replaced = _write(_with_meta(pa.Table.from_pylist(rows, schema), run_id, night, meta, added_at), history / "steps" / part)
+    verdicts = [{"board": "verdict", **{k: x for k, x in v.items() if x is None or isinstance(x, (str, int, float))}}
+                for v in board.get("verdicts") or []]
+    if verdicts:
+        keys: list[str] = []
+        for r in verdicts:
+            keys += [k for k in r if k not in keys]
+        table = pa.Table.from_pylist([{k: r.get(k) for k in keys} for r in verdicts])
+        _write(_with_meta(table, run_id, night, meta, added_at), history / "leaderboard" / part)
+    return Added(run_id, workload, night, len(rows), history / "steps" / part, replaced)
 
 
 def _read_kind(history: Path, kind: str, workload: str | None) -> pa.Table:

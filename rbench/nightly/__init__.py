@@ -1,1 +1,1 @@
-"""The nightly job: run a workload, reduce it, file it in the history, judge it, upload it."""
+"""What only the nightly job needs beside the run sequence (rbench.coordinator.sequence): the upload to an object store."""

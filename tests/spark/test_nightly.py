@@ -47,6 +47,55 @@ def test_nightly_runs_reduces_files_and_uploads(spark: Any, amqp_url: str, uniqu
         assert want and sorted(str(p.relative_to(copied)) for p in copied.rglob("*") if p.is_file()) == want
 
 
+def test_nightly_on_a_rate_search_files_the_searchs_answer(spark: Any, amqp_url: str, unique_name: str, tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    """A `rate_search:` workload searches under `rbench nightly` as under `rbench run` (search.json, one reduce
+    over the probes), and the history's row per cluster carries the search's answer."""
+    # 6 ms per message, one at a time: the consumer cannot take 200 msg/s, 100 msg/s is easy; two 2 s probes
+    w = workload_dict(amqp_url, unique_name, driver="amqp091", producers=1, consumers=1, rate=None, duration=None,
+                      queues={"pattern": f"{unique_name}-%d", "from": 1, "to": 1, "durable": False, "auto_delete": False},
+                      consumer={"prefetch": 1, "multi_ack_every": 1, "processing_delay": "6ms"},
+                      rate_search={"start": 100, "max": 200, "step": 2, "max_probes": 2,
+                                   "slo": {"p99": "1s", "consume_ratio": 0.95}})
+    workload = tmp_path / "w.yaml"
+    workload.write_text(json.dumps(w))
+    history = tmp_path / "history"
+    status = main(["nightly", str(workload), "--out", str(tmp_path / "runs"), "--history", str(history), "--quiet",
+                   "--master", "local[2]", "--commit", "beef456"])
+    out = capsys.readouterr().out
+    assert status == 0, out[-2000:]
+    (folder,) = (tmp_path / "runs").iterdir()
+    assert folder.name.endswith("-search")
+    (cluster,) = json.loads((folder / "search.json").read_text())["clusters"]
+    assert (folder / "report" / "steps.parquet").exists() and "rate search (" in out
+    # the answer as this machine gave it (100 msg/s unless its load made the generator the limit)
+    probes, answer = cluster["probes"], cluster["highest_pass"]
+    best = next((p for p in probes if p["passed"] and p["target"] == answer), probes[0])
+    (filed,) = history.glob("steps/workload=t/date=*/*.parquet")
+    assert filed.stem == folder.name
+    (row,) = pq.read_table(filed).to_pylist()
+    assert row["highest_met_rate"] == (answer or 0.0) and row["first_failed_rate"] == cluster["first_fail"]
+    assert row["search_probes"] == len(probes) and row["probe_run_id"] == best["run_id"]
+    assert row["target_rate"] == best["target"] and row["commit"] == "beef456" and row["run_status"] == "complete"
+    (verdict,) = pq.read_table(next(history.glob("leaderboard/workload=t/date=*/*.parquet"))).to_pylist()
+    assert verdict["board"] == "verdict" and verdict["highest_met"] == answer
+
+
+def test_nightly_refuses_a_taken_metrics_port_before_any_load(tmp_path: Path, amqp_url: str,
+                                                              capsys: pytest.CaptureFixture[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        workload = tmp_path / "w.yaml"
+        workload.write_text(json.dumps(workload_dict(amqp_url, "never-declared", metrics_port=port, tasks=1)))
+        status = main(["nightly", str(workload), "--out", str(tmp_path / "runs"), "--history", str(tmp_path / "h"),
+                       "--master", "local[1]"])
+    err = capsys.readouterr().err
+    assert status == 2 and f"metrics_port: port {port} is already in use on this host" in err, err
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "h").exists()
+
+
 def test_upload_to_a_non_local_pyarrow_filesystem(tmp_path: Path) -> None:
     """pyarrow's in-memory filesystem stands for an object store: same copy path, read back here."""
     from rbench.nightly.upload import copy_dirs, filesystem_for

@@ -129,7 +129,8 @@ def test_interrupt_mid_step_cuts_that_step_and_leaves_later_ones_not_run(spark, 
 
 def test_interrupt_before_any_load_says_so(spark, amqp_url: str, unique_name: str, tmp_path: Path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
-    from rbench.commands.run import RunOptions, execute
+    from rbench.commands.run import run_and_report
+    from rbench.coordinator.options import RunOptions
 
     w = workload_from_dict(_one_queue(amqp_url, unique_name, rate=100, duration=30))
 
@@ -146,7 +147,7 @@ def test_interrupt_before_any_load_says_so(spark, amqp_url: str, unique_name: st
 
     threading.Thread(target=interrupt_when_run_json_appears, daemon=True).start()
     try:
-        code = execute(w, RunOptions(out=str(tmp_path), master="local[2]", quiet=True))
+        code = run_and_report(w, RunOptions(out=str(tmp_path), master="local[2]", quiet=True), "run")
     finally:
         returned.set()
     assert code == 130

@@ -78,3 +78,18 @@ def test_a_generator_bound_probe_ends_the_search_without_claiming_capacity(monke
     assert answer.highest_pass == 200 and answer.first_fail is None
     assert answer.ended_by.startswith("stopped: at 400 msg/s a task used 97% of a core")
     assert "capacity not reached" not in answer.line() and "no failure the broker caused yet" in answer.line()
+
+
+def test_a_first_probe_the_generator_could_not_carry_is_an_answer_without_a_bracket(monkeypatch: pytest.MonkeyPatch,
+                                                                                   tmp_path: Path) -> None:
+    """Neither a pass nor a failure the broker caused: the line says so instead of formatting a missing rate."""
+    w = workload_from_dict({"name": "s", "clusters": [{"name": "c", "uris": ["amqp://127.0.0.1/"]}],
+                            "rate_search": {"start": 100, "max": 10_000, "step": 5}})
+
+    def judge(run_dir: Path, p99: float, ratio: float, producers: int, rate: float) -> rsm.Probe:
+        return rsm.Probe(rate, rate, run_dir.name, rate * 0.8, 1.0, 0.1, False, "fake", "the load generator was the limit")
+
+    monkeypatch.setattr(rsm, "judge_probe", judge)
+    answer = rsm.search_cluster(w, lambda probe_w: tmp_path / str(probe_w.rate))
+    assert (answer.highest_pass, answer.first_fail, len(answer.probes)) == (None, None, 1)
+    assert answer.line().startswith("c: no probe met the SLO; stopped: at 100 msg/s the load generator was the limit")
