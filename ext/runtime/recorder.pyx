@@ -24,7 +24,7 @@ from libc.stdint cimport uint8_t, uint32_t, uint64_t, int8_t, int16_t, int32_t, 
 from byteorder cimport put_le32, put_le64, get_le32, get_le64
 from clock cimport realtime_ns
 
-# outcomes: indices into rbench.samples.schema.OUTCOMES (PENDING is never written)
+# outcomes: indices into rbench.samples.schema.CORE_OUTCOMES (PENDING is never written)
 cdef enum:
     ACK = 0
     NACK = 1
@@ -33,6 +33,9 @@ cdef enum:
     UNCONFIRMED = 4
     CONNECTION_LOST = 5
     PENDING = 6
+# the enum above in the order of rbench.samples.schema.CORE_OUTCOMES, for tests/unit/test_outcome_codes.py
+# (a cdef enum is invisible from Python): the Python side spells each code once, in schema.py
+OUTCOME_CODES = (ACK, NACK, RETURNED, TIMEOUT, UNCONFIRMED, CONNECTION_LOST, PENDING)
 
 STAMP_SIZE = 24
 PUBLISHED_COLUMNS = ("producer", "queue", "size", "seq", "t_intended", "t_sent", "t_confirmed", "outcome")

@@ -5,6 +5,7 @@ from typing import Any
 Buffer = bytes | bytearray | memoryview
 
 STAMP_SIZE: int
+OUTCOME_CODES: tuple[int, ...]
 PUBLISHED_COLUMNS: tuple[str, ...]
 CONSUMED_COLUMNS: tuple[str, ...]
 
