@@ -17,7 +17,7 @@ from rbench.reduce.plan import Plan, case
 from rbench.samples.schema import ACK, OUTCOMES
 
 # kinds of counting-pass entries: k = kind << SHIFT | id
-PUBRATE, CONFRATE, OUTCOME, HIST, TLPUB, CONRATE, DELIV, TLHIST, STALE, TLCONF, FIRSTCONF = range(1, 12)
+PUBRATE, CONFRATE, OUTCOME, TLPUB, CONRATE, DELIV, TLHIST, STALE, TLCONF, FIRSTCONF = range(1, 11)
 SHIFT = 48
 SEC_OFF = 1 << 31                              # TLHIST id = rc << 32 | (second + 2^31)
 NO_LAT = -(1 << 62)                            # TLHIST sub-key of a row without a latency
