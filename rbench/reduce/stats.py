@@ -19,18 +19,18 @@ Definitions (also printed in the report, docs/reduce.md):
 
 How it is computed (docs/reduce.md; nothing large leaves Spark):
 
-1. *step latencies*: one Spark task per (run, cluster, side) reads the time columns of that
-   cluster's part files with pyarrow and selects the needed ranks of each step with
-   ``numpy.partition`` (every value of a step is in that one task: no shuffle, no sort).
-2. *counting pass*, one scan of each side: every row becomes a few ``(k, b, v)`` entries —
-   ``k`` says what is counted and for which window / step / second, ``b`` a sub-key (outcome,
+1. *step latencies* (rbench.reduce.step_latencies): one Spark task per (run, cluster, side) reads
+   the time columns of that cluster's part files with pyarrow and selects the needed ranks of each
+   step with ``numpy.partition`` (every value of a step is in that one task: no shuffle, no sort).
+2. *counting pass* (rbench.reduce.counting), one scan of each side: every row becomes a few
+   ``(k, b, v)`` entries — ``k`` says what is counted and for which window / step / second, ``b`` a sub-key (outcome,
    latency bucket), ``v`` a latency — and one hash aggregation counts them per ``(k, b)`` with
    the max of ``v``. Window and step look-ups are ``CASE`` expressions built from run.json per
-   (run, cluster), whose rows carry run_id and cluster as literals (load.py).
+   (run, cluster) (rbench.reduce.plan), whose rows carry run_id and cluster as literals (load.py).
 3. *fetch pass*: the rows of the few latency buckets holding a needed rank of a timeline second
    (the two-pass selection of rbench.reduce.percentiles).
-4. *message pass*: published candidates for loss and every delivery, narrowed to integers,
-   hash-partitioned by (run, cluster, producer), checked per partition with numpy
+4. *message pass* (rbench.reduce.messages, rbench.reduce.message_checks): published candidates
+   for loss and every delivery, narrowed to integers, hash-partitioned by (run, cluster, producer), checked per partition with numpy
    (mapInArrow): reorders per (producer, queue) in receive order, duplicates and distinct
    messages per step, losses (a sort-merge membership test).
 
