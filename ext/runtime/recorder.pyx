@@ -25,7 +25,7 @@ from clock cimport realtime_ns
 from stamp cimport (STAMP_SIZE, STAMP_PRODUCER_AT, STAMP_SEQ_AT, STAMP_T_INTENDED_AT, STAMP_T_SENT_AT, write_stamp,
                    stamp_producer, stamp_seq, stamp_t_intended, stamp_t_sent)
 
-# outcomes: indices into rbench.samples.schema.OUTCOMES (PENDING is never written)
+# outcomes: indices into rbench.samples.schema.CORE_OUTCOMES (PENDING is never written)
 cdef enum:
     ACK = 0
     NACK = 1
@@ -34,6 +34,9 @@ cdef enum:
     UNCONFIRMED = 4
     CONNECTION_LOST = 5
     PENDING = 6
+# the enum above in the order of rbench.samples.schema.CORE_OUTCOMES, for tests/unit/test_outcome_codes.py
+# (a cdef enum is invisible from Python): the Python side spells each code once, in schema.py
+OUTCOME_CODES = (ACK, NACK, RETURNED, TIMEOUT, UNCONFIRMED, CONNECTION_LOST, PENDING)
 
 # the stamp layout this module was compiled with (ext/include/stamp.pxd): a unit test holds it equal to
 # rbench/runtime/stamp.py's, the one source

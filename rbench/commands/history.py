@@ -61,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
 
 def show(args: argparse.Namespace) -> int:
     from rbench.history.store import history_dir, pick_workload, read_steps
-    from rbench.report.render import fmt
+    from rbench.report.figures import fmt
     from rbench.samples.conventions import shown_step
 
     history = history_dir(args.history)

@@ -281,10 +281,6 @@ def read_steps(history: str | Path, workload: str | None = None) -> pa.Table:
     return _read_kind(Path(history), "steps", workload)
 
 
-def read_leaderboard(history: str | Path, workload: str | None = None) -> pa.Table:
-    return _read_kind(Path(history), "leaderboard", workload)
-
-
 def workloads(history: str | Path) -> list[str]:
     return sorted(p.name.split("=", 1)[1] for p in (Path(history) / "steps").glob("workload=*") if p.is_dir())
 

@@ -16,7 +16,7 @@ import matplotlib.pyplot as plt
 
 from rbench.errors import SinkError
 from rbench.history.regress import Finding, Result, _p
-from rbench.report.render import fmt
+from rbench.report.figures import fmt
 from rbench.samples.conventions import shown_step
 
 METHOD = ("same-morning gate: the last k nights (k = 1..{recent}, ending tonight) against up to {baseline} nights before "

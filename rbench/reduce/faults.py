@@ -2,7 +2,7 @@
 
 Nothing here scans samples: the per-second counts are the timeline's (plus the ack confirms per second
 the counting pass adds for faulted clusters), the message fates come from the message pass
-(rbench.reduce.stats.FaultCounts), the rules from rbench.reduce.recovery and the clients' reconnects
+(rbench.reduce.fault_counts.FaultCounts), the rules from rbench.reduce.recovery and the clients' reconnects
 from run.json (rbench.samples.faults, rbench.samples.reconnects). A run without faults gets no rows, no files and no section.
 """
 from __future__ import annotations
@@ -15,6 +15,8 @@ import pyarrow as pa
 import pyarrow.csv as pacsv
 
 from rbench.errors import SinkError
+from rbench.reduce.fault_counts import FaultCounts
+from rbench.reduce.plan import MAX_FAULTS
 from rbench.reduce.recovery import (
     BACK_SECONDS,
     BACK_SHARE,
@@ -24,7 +26,6 @@ from rbench.reduce.recovery import (
     consume_recovery,
     fault_window,
 )
-from rbench.reduce.stats import MAX_FAULTS, FaultCounts
 from rbench.samples.conventions import shown_step
 from rbench.samples.faults import FaultRecord, read_faults
 from rbench.samples.reconnects import Reconnect, read_reconnects

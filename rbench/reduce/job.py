@@ -21,7 +21,8 @@ from rbench.reduce import broker as brokermod
 from rbench.reduce import costs as costmod
 from rbench.reduce import leaderboard as lb
 from rbench.reduce.load import check_same_workload, load_samples, read_run
-from rbench.reduce.stats import LATENCIES, PERCENTILE_METHOD, reduce_samples
+from rbench.reduce.metrics import LATENCIES, PERCENTILE_METHOD
+from rbench.reduce.stats import reduce_samples
 from rbench.samples.conventions import STALE_MEANING, STEP_NUMBERING, shown_step, stale_note
 from rbench.samples.generator import judge
 

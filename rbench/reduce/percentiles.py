@@ -113,7 +113,7 @@ def exact_percentiles(values: DataFrame, keys: list[str], percentiles: tuple[flo
     return spark.createDataFrame(rows, out_schema)
 
 
-# --- the same method on integer group keys, with numpy on the driver (used by rbench.reduce.stats) ---
+# --- the same method on integer group keys, with numpy on the driver (used by rbench.reduce.counting and rbench.reduce.small) ---
 
 def plan_ranks(k: np.ndarray, b: np.ndarray, c: np.ndarray, bmax: np.ndarray,
                percentiles: tuple[float, ...]) -> tuple[dict[int, dict[str, Any]], set[tuple[int, int]]]:

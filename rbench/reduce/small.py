@@ -4,12 +4,12 @@ A session's first Spark SQL query pays seconds of first use (class loading, JIT,
 Arrow set-up; docs/timing.md) that dwarf the work on a short run's few hundred thousand rows. Here
 the part files are read with pyarrow and every entry of the counting pass, the rows of the fetch pass
 and the rows the message pass checks are evaluated with numpy, term for term as the Spark expressions
-of rbench.reduce.stats build them from the same Plan (windows, layers, faults), and handed to the same
-functions downstream (plan_ranks / finish_ranks, _check_messages). tests/spark/test_reduce_paths.py
-reduces runs both ways and requires every figure to be equal.
+of rbench.reduce.counting and rbench.reduce.messages build them from the same Plan (windows, layers,
+faults), and handed to the same functions downstream (plan_ranks / finish_ranks, check_messages).
+tests/spark/test_reduce_paths.py reduces runs both ways and requires every figure to be equal.
 
 Null handling follows Spark's: a comparison with a null is not true (a CASE skips it), an entry whose
-key or sub-key is null is dropped, ``coalesce`` as written in stats.
+key or sub-key is null is dropped, ``coalesce`` as written in rbench.reduce.counting.
 """
 from __future__ import annotations
 
@@ -19,10 +19,28 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from rbench.reduce import stats as st
+from rbench.reduce.counting import (
+    CONFRATE,
+    CONRATE,
+    DELIV,
+    FIRSTCONF,
+    NO_LAT,
+    OUTCOME,
+    PUBRATE,
+    SEC_OFF,
+    SHIFT,
+    STALE,
+    TLCONF,
+    TLHIST,
+    TLPUB,
+)
+from rbench.reduce.message_checks import CANDIDATE, CUT, DELIVERY, check_messages, sum_counts
+from rbench.reduce.messages import routes_of
+from rbench.reduce.metrics import TL_PCTS
 from rbench.reduce.percentiles import BUCKETS_PER_E, finish_ranks, plan_ranks
+from rbench.reduce.plan import Plan
 from rbench.samples import schema
-from rbench.samples.schema import CONNECTION_LOST, MAY_BE_LOST, OUTCOMES
+from rbench.samples.schema import ACK, CONNECTION_LOST, MAY_BE_LOST, OUTCOMES
 
 _PUB_COLS = ["producer", "queue", "seq", "step", "t_intended", "t_sent", "t_confirmed", "outcome"]
 _CON_COLS = ["producer", "queue", "seq", "step", "t_intended", "t_sent", "t_received", "redelivered"]
@@ -50,7 +68,7 @@ class _Side:
 
 
 def _case(n: int, pairs: list[tuple[np.ndarray, int]]) -> tuple[np.ndarray, np.ndarray]:
-    """stats._case: the value of the first true condition, null (ok False) when none is."""
+    """plan.case: the value of the first true condition, null (ok False) when none is."""
     out = np.zeros(n, dtype=np.int64)
     ok = np.zeros(n, dtype=bool)
     for cond, val in pairs:
@@ -61,9 +79,9 @@ def _case(n: int, pairs: list[tuple[np.ndarray, int]]) -> tuple[np.ndarray, np.n
 
 
 class DriverPasses:
-    """The counting, fetch and message passes of stats.reduce_samples over ``samples`` on the driver."""
+    """The counting, fetch and message passes of rbench.reduce.stats.reduce_samples over ``samples`` on the driver."""
 
-    def __init__(self, samples: Any, plan: st.Plan) -> None:
+    def __init__(self, samples: Any, plan: Plan) -> None:
         self.samples = samples
         self.plan = plan
         self.pub: list[tuple[str, str, int | None, _Side]] = []
@@ -113,13 +131,13 @@ class DriverPasses:
     # --- pass 1: the (k, b, v) entries, counted ---
 
     def _entries(self, what: str) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-        """(k, b, v) arrays of every kept entry (k and b not null; v None: null), as stats.entries."""
+        """(k, b, v) arrays of every kept entry (k and b not null; v None: null), as counting.entries."""
         out: list[tuple[np.ndarray, np.ndarray, np.ndarray | None]] = []
 
         def add(kind: int, ident: tuple[np.ndarray, np.ndarray], b: tuple[np.ndarray, np.ndarray],
                 v: np.ndarray | None = None) -> None:
             keep = ident[1] & b[1]
-            out.append(((kind << st._SHIFT) + ident[0][keep], b[0][keep], None if v is None else v[keep]))
+            out.append(((kind << SHIFT) + ident[0][keep], b[0][keep], None if v is None else v[keep]))
 
         if what == "all":
             for _, _, rc, d in self.pub:
@@ -128,19 +146,19 @@ class DriverPasses:
                 n = d.n
                 zero = (np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
                 oc = d.tbl.column("outcome").to_numpy(zero_copy_only=False)
-                is_ack = oc == "ack"
+                is_ack = oc == OUTCOMES[ACK]
                 ts, tc = d["t_sent"], d["t_confirmed"]
                 for w in self._windows_of(rc, ts):
-                    add(st.PUBRATE, w, zero)
+                    add(PUBRATE, w, zero)
                 for w in self._windows_of(rc, tc):
-                    add(st.CONFRATE, (w[0], w[1] & is_ack), zero)
+                    add(CONFRATE, (w[0], w[1] & is_ack), zero)
                 code, has = _case(n, [(oc == name, i) for i, name in enumerate(OUTCOMES)])
-                add(st.OUTCOME, self._gid_measured(rc, d), (np.where(has, code, len(OUTCOMES)), np.ones(n, dtype=bool)))
+                add(OUTCOME, self._gid_measured(rc, d), (np.where(has, code, len(OUTCOMES)), np.ones(n, dtype=bool)))
                 rcs = np.full(n, rc, dtype=np.int64)
-                add(st.TLPUB, (rcs, np.ones(n, dtype=bool)), (self._second(rc, ts), ts.ok))
+                add(TLPUB, (rcs, np.ones(n, dtype=bool)), (self._second(rc, ts), ts.ok))
                 if rc in self.plan.faults:
-                    add(st.TLCONF, (rcs, is_ack), (self._second(rc, tc), tc.ok))
-                    add(st.FIRSTCONF, (rcs, is_ack), self._after_fault(rc, tc), -tc.v)
+                    add(TLCONF, (rcs, is_ack), (self._second(rc, tc), tc.ok))
+                    add(FIRSTCONF, (rcs, is_ack), self._after_fault(rc, tc), -tc.v)
         for _, _, rc, d in self.con:
             if rc is None:
                 continue
@@ -149,22 +167,22 @@ class DriverPasses:
             tr, ti = d["t_received"], d["t_intended"]
             e2e = tr.v - ti.v
             e2e_ok = tr.ok & ti.ok
-            tl = ((rc << 32) + self._second(rc, tr) + st._SEC_OFF, fresh & tr.ok)
-            add(st.TLHIST, tl, (bucket_of(e2e), e2e_ok), e2e)
+            tl = ((rc << 32) + self._second(rc, tr) + SEC_OFF, fresh & tr.ok)
+            add(TLHIST, tl, (bucket_of(e2e), e2e_ok), e2e)
             if what != "all":
                 continue
             for w in self._windows_of(rc, tr):
-                add(st.CONRATE, (w[0], w[1] & fresh), (np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)))
+                add(CONRATE, (w[0], w[1] & fresh), (np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)))
             gm, gm_ok = self._gid_measured(rc, d)
             red = d.tbl.column("redelivered")
             red_v = red.fill_null(False).to_numpy(zero_copy_only=False).astype(np.int64)
-            add(st.DELIV, (gm, gm_ok & fresh), (red_v, np.ones(n, dtype=bool)))
-            add(st.TLHIST, tl, (np.full(n, st.NO_LAT, dtype=np.int64), ~e2e_ok))
-            add(st.STALE, (np.full(n, rc, dtype=np.int64), ~fresh), (np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)))
+            add(DELIV, (gm, gm_ok & fresh), (red_v, np.ones(n, dtype=bool)))
+            add(TLHIST, tl, (np.full(n, NO_LAT, dtype=np.int64), ~e2e_ok))
+            add(STALE, (np.full(n, rc, dtype=np.int64), ~fresh), (np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool)))
         return out
 
     def counting(self) -> pa.Table | None:
-        """stats.counting_pass: per (k, b) the count ``c`` and the max of ``v`` (``bmax``, null when every v is)."""
+        """counting.counting_pass: per (k, b) the count ``c`` and the max of ``v`` (``bmax``, null when every v is)."""
         if not any(rc is not None for *_, rc, _ in self.pub + self.con):
             return None
         ents = self._entries("all")
@@ -188,12 +206,12 @@ class DriverPasses:
     # --- pass 2: the values of the buckets holding a needed rank ---
 
     def timeline_ranks(self, hist: pa.Table) -> dict[int, dict[str, Any]]:
-        """stats.latency_ranks for the timeline (TLHIST, TL_PCTS), the fetched rows taken from the arrays."""
+        """counting.latency_ranks for the timeline (TLHIST, TL_PCTS), the fetched rows taken from the arrays."""
         k = hist.column("k").to_numpy()
         b = hist.column("b").to_numpy()
-        sel = ((k >> st._SHIFT) == st.TLHIST) & (b != st.NO_LAT)
+        sel = ((k >> SHIFT) == TLHIST) & (b != NO_LAT)
         groups, fetch = plan_ranks(k[sel], b[sel], hist.column("c").to_numpy()[sel],
-                                   hist.column("bmax").fill_null(0).to_numpy()[sel], st.TL_PCTS)
+                                   hist.column("bmax").fill_null(0).to_numpy()[sel], TL_PCTS)
         if not groups:
             return {}
         ents = [e for e in self._entries("tl") if e[2] is not None]
@@ -206,9 +224,9 @@ class DriverPasses:
     # --- pass 3: the rows the message checks read ---
 
     def messages(self) -> dict[tuple[int, int], dict[str, int]]:
-        """stats.message_pass: the same rows (deliveries, expected copies, cut messages), checked by
-        stats._check_messages in one call (every (rc, producer) together)."""
-        routes = st.routes_of(self.samples)
+        """messages.message_pass: the same rows (deliveries, expected copies, cut messages), checked by
+        message_checks.check_messages in one call (every (rc, producer) together)."""
+        routes = routes_of(self.samples)
         with_faults = bool(self.plan.faults)
         parts: list[dict[str, pa.Array]] = []
         for _, _, rc, d in self.con:
@@ -216,7 +234,7 @@ class DriverPasses:
             t = d.tbl.column("t_received").combine_chunks()
             gt = self._gid_tagged(rc, d) if rc is not None else None
             gm = self._gid_measured(rc, d) if rc is not None else None
-            cols = {"src": np.full(d.n, st.DELIVERY, dtype=np.int8), "rc": np.full(d.n, -1 if rc is None else rc, dtype=np.int32),
+            cols = {"src": np.full(d.n, DELIVERY, dtype=np.int8), "rc": np.full(d.n, -1 if rc is None else rc, dtype=np.int32),
                     "producer": d.tbl.column("producer").combine_chunks(), "queue": d.tbl.column("queue").combine_chunks(),
                     "seq": d.tbl.column("seq").combine_chunks(), "t": t, "gt": _nullable_long(gt, d.n),
                     "gm": _nullable_long(gm, d.n)}
@@ -234,9 +252,9 @@ class DriverPasses:
                     "gm": _nullable_long(gm, d.n)}
             fm = self._fault_mask(rc, d) if with_faults else None
             cand = keep & np.isin(oc, list(MAY_BE_LOST))
-            parts.append(self._expected(cand, base, rc, fm, routes.get(run_id), st.CANDIDATE))
+            parts.append(self._expected(cand, base, rc, fm, routes.get(run_id), CANDIDATE))
             if rc in self.plan.faults:
-                parts.append(self._expected(keep & (oc == OUTCOMES[CONNECTION_LOST]), base, rc, fm, None, st.CUT))
+                parts.append(self._expected(keep & (oc == OUTCOMES[CONNECTION_LOST]), base, rc, fm, None, CUT))
         if not parts:
             return {}
         names = ["src", "rc", "producer", "queue", "seq", "t", "gt", "gm", *(["fm", "red"] if with_faults else [])]
@@ -244,13 +262,8 @@ class DriverPasses:
                  "t": pa.int64(), "gt": pa.int64(), "gm": pa.int64(), "fm": pa.int64(), "red": pa.bool_()}
         tbl = pa.table({n: pa.concat_arrays([pa.array(p[n], types[n]) if not isinstance(p[n], pa.Array) else p[n].cast(types[n])
                                              for p in parts]) for n in names})
-        out: dict[tuple[int, int], dict[str, int]] = {}
-        for batch in st._check_messages(frozenset(self.plan.faults), iter(tbl.to_batches())):
-            for r in batch.to_pylist():
-                dd = out.setdefault((r["kind"], r["gid"]), {c: 0 for c in st.MSG_COUNTS})
-                for key in dd:
-                    dd[key] += r[key]
-        return out
+        checked = check_messages(frozenset(self.plan.faults), iter(tbl.to_batches()))
+        return sum_counts(r for batch in checked for r in batch.to_pylist())
 
     @staticmethod
     def _expected(sel: np.ndarray, base: dict[str, Any], rc: int, fm: np.ndarray | None,

@@ -13,20 +13,22 @@ from typing import Any
 import matplotlib.pyplot as plt
 from matplotlib.ticker import FuncFormatter
 
-from rbench.report import plots
+from rbench.report.fault_plots import FAULT_COLOR, shade_fault
+from rbench.report.plot_style import rate_fmt, series_colors, widths
+from rbench.report.timeline_plots import placement, timeline_series
 
 
 def broker_plot(timeline: list[dict[str, Any]], broker: list[dict[str, Any]], phases: list[dict[str, Any]],
                 path: Path, steps: list[dict[str, Any]] | None = None, search: bool = False,
                 faults: list[dict[str, Any]] | None = None) -> Path:
     """Client throughput, then the broker's queue depth, memory and CPU, sharing the x axis; faults shaded
-    as on the client timeline (rbench.report.plots.shade_fault).
+    as on the client timeline (rbench.report.fault_plots.shade_fault).
 
-    The client panel draws what the timeline plot draws (rbench.report.plots.timeline_series:
+    The client panel draws what the timeline plot draws (rbench.report.timeline_plots.timeline_series:
     whole seconds of the schedule only); a rate search's probes sit at their real start times."""
     steps = steps or []
-    where = plots.placement(steps, [*timeline, *broker], search)
-    client = plots.timeline_series(timeline, steps, search)
+    where = placement(steps, [*timeline, *broker], search)
+    client = timeline_series(timeline, steps, search)
     series: dict[str, list[tuple[float, dict[str, Any]]]] = defaultdict(list)
     last: dict[str, tuple[str, str]] = {}
     gap = {"depth": math.nan, "memory_bytes": math.nan, "cpu_cores": math.nan}
@@ -37,10 +39,10 @@ def broker_plot(timeline: list[dict[str, Any]], broker: list[dict[str, Any]], ph
             series[name].append((math.nan, gap))
             last[name] = key
         series[name].append((r["second"] + shift, r))
-    colors = plots._colors(sorted(set(series) | set(client)))
+    colors = series_colors(sorted(set(series) | set(client)))
     fig, axes = plt.subplots(4, 1, figsize=(12, 10), dpi=110, sharex=True)
     ax_rate, ax_depth, ax_mem, ax_cpu = axes
-    wide = plots.widths(list(client))
+    wide = widths(list(client))
     for name, ts in client.items():
         ax_rate.plot(ts.throughput_x, ts.consumed, color=colors[name], lw=wide[name], alpha=0.75, label=f"{name}: consumed/s")
         ax_rate.plot(ts.throughput_x, ts.published, color=colors[name], lw=0.8, ls="--", label=f"{name}: published/s")
@@ -57,14 +59,14 @@ def broker_plot(timeline: list[dict[str, Any]], broker: list[dict[str, Any]], ph
     right = max([r["second"] + 1 for r in timeline] + [r["second"] for r in broker], default=0)
     for f in faults or []:
         for ax in axes:
-            plots.shade_fault(ax, f, 0.0, right)
+            shade_fault(ax, f, 0.0, right)
         ax_rate.annotate(f"{f['action']} {f['node']}", (f["at_s"], 0.02), xycoords=("data", "axes fraction"), fontsize=8,
-                         color=plots.FAULT_COLOR, va="bottom", ha="left", rotation=90)
+                         color=FAULT_COLOR, va="bottom", ha="left", rotation=90)
     ax_rate.set_ylabel("msg/s (client)")
-    ax_rate.yaxis.set_major_formatter(FuncFormatter(plots._rate_fmt))
+    ax_rate.yaxis.set_major_formatter(FuncFormatter(rate_fmt))
     ax_rate.set_title("Client throughput and the broker's side, on the client's time axis")
     ax_depth.set_ylabel("queue depth (msgs)")
-    ax_depth.yaxis.set_major_formatter(FuncFormatter(plots._rate_fmt))
+    ax_depth.yaxis.set_major_formatter(FuncFormatter(rate_fmt))
     ax_mem.set_ylabel("broker memory (MiB)")
     ax_cpu.set_ylabel("broker CPU (cores)")
     ax_cpu.set_xlabel("seconds since the cluster's first step started")

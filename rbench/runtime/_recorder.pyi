@@ -5,6 +5,7 @@ from typing import Any
 Buffer = bytes | bytearray | memoryview
 
 STAMP_LAYOUT: dict[str, int]     # the stamp layout compiled in (ext/include/stamp.pxd)
+OUTCOME_CODES: tuple[int, ...]
 PUBLISHED_COLUMNS: tuple[str, ...]
 CONSUMED_COLUMNS: tuple[str, ...]
 

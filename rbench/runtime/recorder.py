@@ -24,14 +24,11 @@ import pyarrow.parquet as pq
 
 from rbench.runtime._recorder import Column, RecorderCore, Stamper, strings
 from rbench.samples.layout import ATTEMPT_INFO, COMMITTED, attempt_dir
-from rbench.samples.schema import CONSUMED_SCHEMA, OUTCOMES, PENDING, PUBLISHED_SCHEMA
+from rbench.samples.schema import CONSUMED_SCHEMA, CORE_OUTCOMES, PUBLISHED_SCHEMA
 
 ROWS_PER_PART = 65_536
 SECONDS_PER_PART = 5.0
 
-# the C core's outcome codes index this tuple; PENDING rows are never flushed
-_OUTCOME_CODES = (*OUTCOMES, "pending")
-assert _OUTCOME_CODES.index("pending") == PENDING
 _DTYPES = {"q": np.int64, "i": np.int32, "h": np.int16, "b": np.int8}
 # dictionary pages only where values repeat; on time and seq columns they are all cost
 # (built, then abandoned at the 1 MiB limit): this halves the writer's CPU and the file size
@@ -214,7 +211,7 @@ class Recorder:
             "t_intended": pa.array(intended),
             "t_sent": pa.array(sent),
             "t_confirmed": pa.array(confirmed, mask=confirmed == 0),
-            "outcome": _names(outcome, _OUTCOME_CODES),
+            "outcome": _names(outcome, CORE_OUTCOMES),
         }, schema=PUBLISHED_SCHEMA)
 
     def _flush_consumed(self) -> None:

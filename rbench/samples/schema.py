@@ -6,22 +6,22 @@ restates them.
 """
 from __future__ import annotations
 
-from typing import Literal
-
 import pyarrow as pa
 
-Outcome = Literal["ack", "nack", "returned", "timeout", "unconfirmed", "connection_lost"]
-# What became of a published message, as the ``outcome`` column spells it. The recorder's C core
-# keeps the index into this tuple (plus an internal PENDING code that is never written).
+# What became of a published message, as the ``outcome`` column spells it: the one list of outcome
+# codes (docs/parquet.md). The recorder's C core keeps the index into CORE_OUTCOMES (its enum in
+# ext/runtime/recorder.pyx, checked against these by tests/unit/test_outcome_codes.py); PENDING, a
+# message still waiting for its confirm, is never written.
 # connection_lost: published, no confirm yet, and then the connection died (the task rode through
 # the loss, docs/drivers.md): the broker may or may not have it; rbench does not send it again.
 OUTCOMES: tuple[str, ...] = ("ack", "nack", "returned", "timeout", "unconfirmed", "connection_lost")
-ACK, NACK, RETURNED, TIMEOUT, UNCONFIRMED, CONNECTION_LOST, PENDING = range(7)
+CORE_OUTCOMES: tuple[str, ...] = (*OUTCOMES, "pending")
+ACK, NACK, RETURNED, TIMEOUT, UNCONFIRMED, CONNECTION_LOST, PENDING = range(len(CORE_OUTCOMES))
 # outcomes whose message may have reached a queue (consumed, it counts as delivered)
-MAY_BE_DELIVERED: tuple[str, ...] = ("ack", "unconfirmed", "connection_lost")
+MAY_BE_DELIVERED: tuple[str, ...] = tuple(OUTCOMES[i] for i in (ACK, UNCONFIRMED, CONNECTION_LOST))
 # a loss is one of these never consumed: confirmed, or sent without confirms. A message in flight at a
 # connection cut was never confirmed, so the broker owed nothing for it: not a loss when it never arrives
-MAY_BE_LOST: tuple[str, ...] = ("ack", "unconfirmed")
+MAY_BE_LOST: tuple[str, ...] = tuple(OUTCOMES[i] for i in (ACK, UNCONFIRMED))
 
 PUBLISHED_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("cluster", pa.string()), ("step", pa.int32()), ("task", pa.int32()),

@@ -16,7 +16,7 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from synthetic_run import FaultRun, S, make_fault_run
 
-from rbench.reduce.stats import TIMELINE_SCHEMA
+from rbench.reduce.metrics import TIMELINE_SCHEMA
 
 
 @pytest.fixture(scope="module")

@@ -93,7 +93,7 @@ def test_bad_price_files(tmp_path: Path) -> None:
 
 def test_leaderboard_says_no_price_for_an_unpriced_cluster() -> None:
     from rbench.reduce import leaderboard as lb
-    from rbench.report.render import leaderboard_markdown
+    from rbench.report.leaderboard_md import leaderboard_markdown
 
     costs, notes = cluster_costs([_cluster(name="odd", instance_type="m9.gigantic"), _cluster(name="qq")], load_prices())
     steps = [{"cluster": c, "run_id": "r", "step": 0, "target_rate": 1000.0, "consume_rate": 1000.0, "publish_rate": 1000.0,

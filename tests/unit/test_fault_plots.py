@@ -1,4 +1,4 @@
-"""Faults drawn on the report's plots: where the shading starts and ends (rbench.report.plots)."""
+"""Faults drawn on the report's plots: where the shading starts and ends (rbench.report.fault_plots, timeline_plots, broker_plots)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -7,7 +7,7 @@ from typing import Any
 import matplotlib.pyplot as plt
 import pytest
 
-from rbench.report import plots
+from rbench.report import fault_plots, timeline_plots
 from rbench.report.broker_plots import broker_plot
 
 KILL = {"run_id": "r", "cluster": "a", "index": 0, "action": "kill", "node": "rabbit-2", "at_s": 10.25, "end_s": 10.3,
@@ -29,7 +29,7 @@ def _spans(ax: Any) -> list[tuple[float, float]]:
 ])
 def test_shading(fault: dict[str, Any], origin: float, want: list[tuple[float, float]]) -> None:
     fig, ax = plt.subplots()
-    plots.shade_fault(ax, fault, origin, 31.0)
+    fault_plots.shade_fault(ax, fault, origin, 31.0)
     assert _spans(ax) == want
     plt.close(fig)
 
@@ -40,7 +40,7 @@ def test_every_plot_draws_the_faults(tmp_path: Path) -> None:
     steps = [{"run_id": "r", "cluster": "a", "step": 0, "start_ns": 0, "warmup_s": 2.0}]
     broker = [{"run_id": "r", "cluster": "a", "second": float(s), "depth": 10.0, "memory_bytes": 2.0**27, "cpu_cores": 0.5}
               for s in range(30)]
-    for path in (plots.timeline_plot(timeline, steps, tmp_path / "t.png", faults=[KILL, STOP]),
-                 plots.fault_plot([KILL, STOP], tmp_path / "f.png"),
+    for path in (timeline_plots.timeline_plot(timeline, steps, tmp_path / "t.png", faults=[KILL, STOP]),
+                 fault_plots.fault_plot([KILL, STOP], tmp_path / "f.png"),
                  broker_plot(timeline, broker, [], tmp_path / "b.png", faults=[KILL, STOP])):
         assert path.stat().st_size > 10_000

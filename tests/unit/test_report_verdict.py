@@ -15,7 +15,7 @@ from rbench.cli import main
 from rbench.reduce import leaderboard as lb
 from rbench.reduce import verdict
 from rbench.reduce.ranking import rank
-from rbench.report.plots import timeline_series
+from rbench.report.timeline_plots import timeline_series
 from tests.synthetic_report import broker_rows, search_doc, step_rows, timeline_rows, write_reduce
 
 SHAPES = {"big": (3, "c5.4xlarge", "gp3"), "small": (3, "m5.large", "gp3")}

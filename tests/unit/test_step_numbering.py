@@ -3,8 +3,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from rbench.report.plots import step_ticks
-from rbench.report.render import STEP_COLUMNS, leaderboard_markdown, steps_table_html
+from rbench.report.leaderboard_md import leaderboard_markdown
+from rbench.report.plot_style import step_ticks
+from rbench.report.render import STEP_COLUMNS, steps_table_html
 from rbench.samples.conventions import shown_step
 
 

@@ -1,0 +1,69 @@
+"""leaderboard.md: the verdict first, then each leaderboard with its rule (also the report's Leaderboards section)."""
+from __future__ import annotations
+
+from typing import Any
+
+from rbench.report.figures import cell, fmt, money, rank_cell
+from rbench.report.verdict_text import verdict_markdown
+
+
+def _who(row: dict[str, Any]) -> str:
+    """The cluster's name, marked when its step was limited by the load generator (rbench.samples.generator)."""
+    return f"{row['cluster']} (generator-bound: see notes)" if row.get("generator_bound") else str(row["cluster"])
+
+
+def _cost(row: dict[str, Any], key: str, currency: str) -> str:
+    """A cost cell: "no price" when the cluster's types are missing from the price list."""
+    return "no price" if row.get("monthly_cost") is None else money(row[key], currency)
+
+
+def leaderboard_markdown(board: dict[str, Any], notes: list[str], meta: dict[str, Any]) -> str:
+    """The leaderboard as Markdown: the verdict first, then each leaderboard with its rule."""
+    cur = board["prices"]["currency"]
+    lines = ["# rbench leaderboard", ""]
+    lines += verdict_markdown(board)
+    lines += [f"Runs: {', '.join(r['run_id'] + ' (' + r['status'] + ')' for r in meta['runs'])}", ""]
+    lines += ["## Top throughput per cluster", "",
+              f"Achieved consume rate of the cluster's best step. {meta['rate_method']}.", "",
+              "| rank | cluster | step | target msg/s | consumed msg/s | e2e p99 | matched | broker CPU µs/msg | broker mem peak MiB |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    for i, r in enumerate(board["top_throughput"], 1):
+        lines.append(f"| {rank_cell(r, i)} | {_who(r)} | {cell(r, 'step')} | {fmt(r['target_rate'])} | {fmt(r['consume_rate'])} | "
+                     f"{fmt(r['e2e_p99_ms'], '_ms')} | {fmt(r['matched'])} | {fmt(r.get('broker_cpu_us_per_msg'))} | "
+                     f"{fmt(r.get('broker_mem_peak_mb'))} |")
+    lines += ["", "## Highest matched target per cluster", "", f"Rule: {meta['match_rule']} (p99 exact, from intended send time).", "",
+              "| rank | cluster | step | target msg/s | consumed msg/s | e2e p99 | broker CPU µs/msg | broker mem peak MiB |",
+              "|---|---|---|---|---|---|---|---|"]
+    for i, r in enumerate(board["highest_matched"], 1):
+        lines.append(f"| {rank_cell(r, i)} | {_who(r)} | {cell(r, 'step')} | {fmt(r['target_rate'])} | {fmt(r['consume_rate'])} | "
+                     f"{fmt(r['e2e_p99_ms'], '_ms')} | {fmt(r.get('broker_cpu_us_per_msg'))} | {fmt(r.get('broker_mem_peak_mb'))} |")
+    matched = {r["cluster"] for r in board["highest_matched"]}
+    missing = sorted({c["cluster"] for c in board["costs"]} - matched)
+    if missing:
+        lines += ["", f"Matched no step: {', '.join(missing)}."]
+    lines += ["", "## Cost per 1000 msg/s per month at top throughput", "",
+              f"monthly cost = nodes × (instance hourly × {board['prices']['hours_per_month']:g} h + volume GB × GB-month "
+              f"+ billed IOPS × IOPS-month); ÷ (top consume rate / 1000). Prices: {board['prices']['path']} "
+              f"({board['prices']['source']}).", "",
+              "| rank | cluster | nodes × instance | monthly cost | top consumed msg/s | cost per 1000 msg/s/month |",
+              "|---|---|---|---|---|---|"]
+    for i, r in enumerate(board["cost_at_top"], 1):
+        lines.append(f"| {rank_cell(r, i)} | {r['cluster']} | {r['nodes']} × {r['instance_type']} | {_cost(r, 'monthly_cost', cur)} | "
+                     f"{fmt(r['consume_rate'])} | {_cost(r, 'cost_per_1k_rate', cur)} |")
+    t = board.get("target_rate")
+    lines += ["", f"## Cost per 1000 msg/s per month at target {fmt(t)} msg/s", ""]
+    if t is None:
+        lines.append("No cluster matched any target; no cost at a target rate.")
+    else:
+        lines += [f"Target chosen by: {board['target_rate_chosen_by']}. Clusters that matched a target ≥ {fmt(t)} msg/s; "
+                  f"monthly cost ÷ (target / 1000).", "",
+                  "| rank | cluster | nodes × instance | monthly cost | highest matched target | cost per 1000 msg/s/month |",
+                  "|---|---|---|---|---|---|"]
+        for i, r in enumerate(board["cost_at_target"], 1):
+            lines.append(f"| {rank_cell(r, i)} | {r['cluster']} | {r['nodes']} × {r['instance_type']} | {_cost(r, 'monthly_cost', cur)} | "
+                         f"{fmt(r['highest_matched_target'])} | {_cost(r, 'cost_per_1k_rate', cur)} |")
+        if not board["cost_at_target"]:
+            lines.append("(no cluster matched this target)")
+    if notes:
+        lines += ["", "## Notes (what is missing or was skipped)", ""] + [f"- {n}" for n in notes]
+    return "\n".join(lines) + "\n"
