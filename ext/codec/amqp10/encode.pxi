@@ -132,8 +132,8 @@ cdef int enc_uint_auto(WBuf* w, uint32_t x) except -1:
     return 0
 
 cdef inline int check_depth(int depth) except -1:
-    if depth >= _MAX_DEPTH:
-        raise CodecError(f"nesting deeper than {_MAX_DEPTH} levels")
+    if depth >= AMQP10_MAX_DEPTH:
+        raise CodecError(f"nesting deeper than {AMQP10_MAX_DEPTH} levels")
     return 0
 
 cdef int finish_compound(WBuf* w, Py_ssize_t start, Py_ssize_t count, unsigned char c8,
