@@ -39,16 +39,24 @@ cdef inline int amqp10_refuse(RCursor* r, Py_ssize_t off, str msg) except -1:
     raise CodecError(msg, r.base + off)
 
 
+cdef inline int amqp10_skip_described(RCursor* r, Py_ssize_t off, int depth) except -1:
+    """The descriptor and the value after a 0x00 constructor at ``off``: the recursive (rare) case."""
+    if depth >= AMQP10_MAX_DEPTH:
+        amqp10_refuse(r, off, f"nesting deeper than {AMQP10_MAX_DEPTH} levels")
+    amqp10_skip_value(r, depth + 1)
+    return amqp10_skip_value(r, depth + 1)
+
+
 cdef inline int amqp10_skip_value(RCursor* r, int depth) except -1:
-    """Step over one encoded value (described or not) without building it; sizes bounds-checked."""
+    """Step over one encoded value (described or not) without building it; sizes bounds-checked.
+
+    Not recursive itself (a described value goes through amqp10_skip_described), so the C compiler
+    can inline it into the caller: the link skips a delivery-tag per message."""
     cdef Py_ssize_t off = r.pos
     cdef int code = rc_take(r, 1, "constructor")[0]
     cdef int width
     if code == 0x00:
-        if depth >= AMQP10_MAX_DEPTH:
-            amqp10_refuse(r, off, f"nesting deeper than {AMQP10_MAX_DEPTH} levels")
-        amqp10_skip_value(r, depth + 1)
-        return amqp10_skip_value(r, depth + 1)
+        return amqp10_skip_described(r, off, depth)
     width = amqp10_code_width(code)
     if width >= 0:
         rc_take(r, width, "value")

@@ -6,7 +6,7 @@ cdef int fail(str what) except -1:
     raise CodecError(f"AMQP 1.0 frame: {what}")
 
 
-cdef inline Py_ssize_t skip_value(const uint8_t* p, Py_ssize_t i, Py_ssize_t end) except -1:
+cdef Py_ssize_t skip_value(const uint8_t* p, Py_ssize_t i, Py_ssize_t end) except -1:
     """Index just past the value starting at p[i] (any type, described or not): the shared
     amqp10_skip_value (the codec's too) over p[0:end]."""
     cdef RCursor r
