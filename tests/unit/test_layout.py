@@ -279,7 +279,10 @@ def stale_map_paths() -> list[str]:
     entries = map_entries()
     for name, entry in entries.items():
         for token in PATH_TOKEN.findall(entry.text):
-            bases = [PKG / name, PKG, ROOT] if name.endswith("/") else [PKG, ROOT]
+            # in a package's entry, a name is relative to the package or to one of its sub-packages
+            bases = [PKG, ROOT]
+            if name.endswith("/"):
+                bases += [PKG / name, *(i.parent for i in (PKG / name).rglob("__init__.py"))]
             if not any((base / token).exists() for base in bases):
                 out.append(f"rbench/{name}: {token} does not exist")
     for token in re.findall(r"`([^`\s]+)`", MAP.read_text()):
