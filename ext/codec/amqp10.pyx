@@ -78,6 +78,7 @@ cdef PyObject* SYM_CACHE[CACHE_SLOTS]
 
 include "amqp10/types.pxi"            # type wrappers, Described, Array, Header, Properties, Message
 include "amqp10/common.pxi"           # calendar
+include "amqp10/encode_scalar.pxi"    # strings, binaries, integers -> bytes
 include "amqp10/encode.pxi"           # values -> bytes
 include "amqp10/encode_message.pxi"   # sections, encode_value/encode_message/encode_data
 include "amqp10/decode.pxi"           # bytes -> values
