@@ -36,6 +36,7 @@ from libc.string cimport memcpy, memmove, memcmp
 from byteorder cimport put_be16, put_be32, put_be64, get_be16, get_be32, get_be64
 from wbuf cimport WBuf, wbuf_init, wbuf_release, wbuf_claim, wbuf_put1, wbuf_bytes
 from rcursor cimport RCursor, rc_init, rc_take, rc_truncated
+from amqp10_values cimport AMQP10_MAX_DEPTH, amqp10_code_width, amqp10_skip_value
 
 import datetime as _dt
 import uuid as _uuid
@@ -54,9 +55,8 @@ cdef extern from "Python.h":
 import_datetime()
 
 DEF STACK_BUF = 512
-DEF _MAX_DEPTH = 64
 
-MAX_DEPTH = _MAX_DEPTH
+MAX_DEPTH = AMQP10_MAX_DEPTH
 BODY_DATA = "data"
 BODY_SEQUENCE = "sequence"
 BODY_VALUE = "value"
@@ -77,8 +77,9 @@ cdef PyObject* SYM_CACHE[CACHE_SLOTS]
 
 
 include "amqp10/types.pxi"            # type wrappers, Described, Array, Header, Properties, Message
-include "amqp10/common.pxi"           # constructor widths, calendar
+include "amqp10/common.pxi"           # calendar
+include "amqp10/encode_scalar.pxi"    # strings, binaries, integers -> bytes
 include "amqp10/encode.pxi"           # values -> bytes
 include "amqp10/encode_message.pxi"   # sections, encode_value/encode_message/encode_data
-include "amqp10/decode.pxi"           # bytes -> values, skip_value
+include "amqp10/decode.pxi"           # bytes -> values
 include "amqp10/decode_message.pxi"   # sections, decode_value/decode_message/decode_data*

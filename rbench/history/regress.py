@@ -36,7 +36,8 @@ DEFAULT_METRICS: dict[str, int] = {
 TINY = 1e-9          # a throughput of 0 is kept (as this) so that it reads as the drop it is
 
 
-def _p(p: float) -> str:
+def format_p(p: float) -> str:
+    """A p-value as the reports print it: "= 0.0123", or "< 0.0001" below what four decimals show."""
     return "< 0.0001" if p < 1e-4 else f"= {p:.4f}"
 
 
@@ -205,7 +206,7 @@ def judge(f: Finding, t: Thresholds) -> Finding:
         nights = "tonight is" if f.gate.recent == 1 else f"the last {f.gate.recent} nights are"
         f.reason = (f"{nights} {abs(f.gate.change):.1%} {'lower' if worse < 0 else 'higher'} "
                     f"than the {f.gate.baseline_nights} nights before (gate statistic {f.gate.statistic:.2f} > "
-                    f"{f.gate.critical:.2f}, p {_p(f.gate.p_value)}, alpha {t.alpha:g})")
+                    f"{f.gate.critical:.2f}, p {format_p(f.gate.p_value)}, alpha {t.alpha:g})")
     elif bad_cp is not None:
         f.status = "regression"
         f.night_of_change = bad_cp.index
@@ -213,6 +214,6 @@ def judge(f: Finding, t: Thresholds) -> Finding:
                     f"{'lower' if worse < 0 else 'higher'} since (permutation p = {bad_cp.p_value:.3f})")
     elif f.gate is not None:
         last = f.change_points[-1] if f.change_points else None
-        f.reason = f"last {f.gate.recent} night(s) {f.gate.change:+.1%} against the baseline (p {_p(f.gate.p_value)})" + (
+        f.reason = f"last {f.gate.recent} night(s) {f.gate.change:+.1%} against the baseline (p {format_p(f.gate.p_value)})" + (
             f"; last change point {f.nights[last.index]} ({last.change:+.1%})" if last else "")
     return f

@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 
 from rbench.errors import SinkError
-from rbench.history.regress import Finding, Result, _p
+from rbench.history.regress import Finding, Result, format_p
 from rbench.report.figures import fmt
 from rbench.samples.conventions import shown_step
 
@@ -52,7 +52,7 @@ def _row(f: Finding) -> list[str]:
     tonight = fmt(f.values[-1], f.metric) if f.values else "–"
     base = fmt(g.baseline_mean, f.metric) if g else "–"
     change = f"{g.change:+.1%}" if g else "–"
-    p = _p(g.p_value).lstrip("= ") if g else "–"
+    p = format_p(g.p_value).lstrip("= ") if g else "–"
     status = "**REGRESSION**" if f.status == "regression" else f.status
     return [f.cluster, str(shown_step(f.step)), f.metric, str(len(f.values)), tonight, base, change, p, status]
 

@@ -10,20 +10,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from rbench.perftest.options import (
-    ALL_OPTIONS,
-    DIFFERS,
-    GROUPS,
-    HONOURED,
-    NO_EFFECT,
-    PERFTEST_OPTIONS,
-    RBENCH,
-    RBENCH_OPTIONS,
-    REFUSED,
-    SOURCE,
-    Option,
-    counts,
-)
+from rbench.perftest.option import DIFFERS, GROUPS, HONOURED, NO_EFFECT, RBENCH, REFUSED, SOURCE, Option
+from rbench.perftest.options import ALL_OPTIONS, PERFTEST_OPTIONS, RBENCH_OPTIONS, counts
 
 BEGIN = "<!-- BEGIN GENERATED: python -m rbench.perftest.compat docs/perftest.md -->"
 END = "<!-- END GENERATED -->"

@@ -25,7 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from rbench.errors import ConfigError
-from rbench.perftest.options import BY_LONG, BY_SHORT, Option
+from rbench.perftest.option import Option
+from rbench.perftest.options import BY_LONG, BY_SHORT
 
 _NEGATIVE_NUMBER = re.compile(r"^-\d+(\.\d+)?$")
 

@@ -12,17 +12,17 @@ from __future__ import annotations
 import datetime as dt
 import re
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
-from rbench.config.uri import AMQP_SCHEMES, parse_uri
 from rbench.errors import ConfigError
 from rbench.perftest import values as v
+from rbench.perftest.connection import connection_uris
 from rbench.perftest.grammar import Parsed
-from rbench.perftest.options import BY_KEY, NO_EFFECT, PERFTEST_OPTIONS, Option
+from rbench.perftest.option import NO_EFFECT
+from rbench.perftest.options import PERFTEST_OPTIONS, opt, refuse
 from rbench.runtime.stamp import STAMP_SIZE
 
-DEFAULT_URI = "amqp://guest:guest@127.0.0.1:5672/"
 OPEN_ENDED_S = 365 * 86400.0        # -ew without -z: the run ends when the consumers exit
 STREAM_MAX_LENGTH_BYTES = 20 * 10**9          # what PerfTest sets on -sq streams
 STREAM_MAX_SEGMENT_BYTES = 500 * 10**6
@@ -39,61 +39,6 @@ class Mapped:
     workload: dict[str, Any]
     run: dict[str, Any]                                  # rbench's run options: out, master, tasks, conf …
     notes: list[str] = field(default_factory=list)       # said once before the run
-
-
-def opt(key: str) -> Option:
-    return BY_KEY[key]
-
-
-def refuse(key: str, reason: str) -> ConfigError:
-    return ConfigError(f"{opt(key).label}: not supported by rbench: {reason}")
-
-
-def _uris(p: Parsed) -> list[str]:
-    if p.has("uris"):
-        uris = [u.strip() for u in str(p.first("uris")).split(",") if u.strip()]
-        if not uris:
-            raise ConfigError(f"{opt('uris').label}: expected comma-separated AMQP URIs")
-    else:
-        uris = [p.first("uri") or DEFAULT_URI]
-    which = opt("uris") if p.has("uris") else opt("uri")
-    for uri in uris:                     # the one URI reader (rbench.config.uri): masked errors, never a traceback
-        try:
-            parse_uri(uri, AMQP_SCHEMES)
-        except ConfigError as exc:
-            raise ConfigError(f"{which.label}: {exc}") from None
-    query: dict[str, str] = {}
-    if p.has("heartbeat"):
-        hb = v.integer(opt("heartbeat"), p.first("heartbeat"))
-        if hb < 0:
-            raise ConfigError(f"{opt('heartbeat').label}: expected seconds >= 0, got {hb}")
-        if hb > 0:
-            query["heartbeat"] = str(hb)
-    if p.has("framemax"):
-        fm = v.integer(opt("framemax"), p.first("framemax"))
-        if fm < 0:
-            raise ConfigError(f"{opt('framemax').label}: expected bytes >= 0, got {fm}")
-        if fm > 0:
-            query["frame_max"] = str(fm)
-    sni = p.first("server-name-indication")
-    if sni is not None:
-        names = [n.strip() for n in sni.split(",") if n.strip()]
-        if len(names) != 1:
-            raise refuse("server-name-indication", "one server name only (rbench's TLS context takes one SNI name)")
-    out = []
-    for uri in uris:
-        extra = dict(query)
-        if sni is not None and uri.startswith("amqps://"):
-            extra["server_name_indication"] = names[0]
-        out.append(_with_query(uri, extra) if extra else uri)
-    return out
-
-
-def _with_query(uri: str, extra: dict[str, str]) -> str:
-    u = parse_uri(uri, AMQP_SCHEMES)
-    options = dict(u.options)
-    options.update(extra)
-    return replace(u, options=tuple(options.items())).text()
 
 
 def _positive_int(p: Parsed, key: str, default: int, minimum: int = 0) -> int:
@@ -450,7 +395,7 @@ def to_workload(p: Parsed) -> Mapped:
     yc = _positive_int(p, "consumer-channel-count", 1, 1)
     w: dict[str, Any] = {
         "name": name,
-        "clusters": [{"name": p.first("cluster-name") or "default", "uris": _uris(p),
+        "clusters": [{"name": p.first("cluster-name") or "default", "uris": connection_uris(p),
                       "nodes": _positive_int(p, "nodes", 1, 1),
                       "instance_type": p.first("instance-type") or "local",
                       "volume_type": p.first("volume-type") or "local"}],

@@ -15,61 +15,8 @@ Handling, one of four:
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
-Arg = Literal["none", "one", "optional", "many"]
-Handling = Literal["honoured", "differs", "no_effect", "refused", "rbench"]
-
-HONOURED: Handling = "honoured"
-DIFFERS: Handling = "differs"
-NO_EFFECT: Handling = "no_effect"
-REFUSED: Handling = "refused"
-RBENCH: Handling = "rbench"          # rbench's own additions, not PerfTest's
-
-# help and docs list options in these groups, in this order
-GROUPS = ("general", "connection", "producers", "consumers", "queues and exchanges", "transactions", "output",
-          "metrics", "TLS and authentication", "Java client tuning", "several PerfTest instances", "rbench")
-
-# the PerfTest source the table was read from
-SOURCE = ("rabbitmq-perf-test src/main/java/com/rabbitmq/perf/PerfTest.java (getOptions) and the options() of "
-          "BaseMetrics, PrometheusMetrics, DatadogMetrics and JmxMetrics, PerfTest 2.x")
-
-
-@dataclass(frozen=True)
-class Option:
-    """One PerfTest option: its names, its value, its meaning there and here."""
-
-    short: str | None          # without the leading "-", e.g. "x", "qq"
-    long: str | None           # without the leading "--", e.g. "producers"
-    arg: Arg                   # none: a flag; one: one value; optional: -e; many: repeatable list (-f, -qa …)
-    metavar: str               # shown in help: -x N
-    perftest: str              # PerfTest's description, quoted
-    handling: Handling
-    rbench: str                # what rbench does: fields it sets, the difference, or the refusal reason
-    group: str
-    notice: str | None = None  # printed once per run when the option is given (differences that change figures)
-
-    @property
-    def key(self) -> str:
-        """Stable identity: the long name, or the short one for the few without a long name."""
-        return self.long or str(self.short)
-
-    @property
-    def names(self) -> tuple[str, ...]:
-        return tuple(n for n in (f"-{self.short}" if self.short else None, f"--{self.long}" if self.long else None) if n)
-
-    @property
-    def label(self) -> str:
-        """How messages name it: -x/--producers."""
-        return "/".join(self.names)
-
-    @property
-    def takes_value(self) -> bool:
-        return self.arg != "none"
-
-    def refusal(self) -> str:
-        return f"{self.label}: not supported by rbench: {self.rbench}"
+from rbench.errors import ConfigError
+from rbench.perftest.option import DIFFERS, HONOURED, NO_EFFECT, RBENCH, REFUSED, Arg, Handling, Option
 
 
 def _o(short: str | None, long: str | None, arg: Arg, metavar: str, perftest: str, handling: Handling, rbench: str,
@@ -128,12 +75,14 @@ PERFTEST_OPTIONS: tuple[Option, ...] = (
        "rbench starts once one URI of -h/-H answers (it connects to the first that does)", "connection"),
     _o("dcr", "disable-connection-recovery", "none", "",
        "disable automatic connection recovery, default is false (recovery enabled)", NO_EFFECT,
-       "rbench never recovers a connection: a lost connection ends its task with an error, as if -dcr were always "
-       "given", "connection"),
+       "rbench always rides through a lost connection (next URI first, until the workload's reconnect_timeout, "
+       "60 s here; docs/drivers.md); -dcr does not turn that off (reconnect_timeout: 0 in a workload file does)",
+       "connection"),
     _o("cri", "connection-recovery-interval", "one", "SECONDS",
        "connection recovery interval in seconds. Default is 5 seconds. Interval syntax, e.g. 30-60, is supported to "
        "specify an random interval between 2 values between each attempt.", REFUSED,
-       "rbench does not recover lost connections; a lost connection ends its task with an error", "connection"),
+       "rbench's reconnect rounds follow a fixed back-off (0.1, 0.25, 0.5, 1, then every 2 s, until "
+       "reconnect_timeout; docs/drivers.md): there is no interval to set", "connection"),
     _o("cal", "connection-allocation", "one", "random|round-robin",
        "the way to allocate connection across nodes (random or round-robin), default is random.", REFUSED,
        "rbench opens one connection per Spark task, to the first URI of -h/-H that answers (fail-over order)",
@@ -522,3 +471,13 @@ def counts() -> dict[str, int]:
     for o in PERFTEST_OPTIONS:
         out[o.handling] += 1
     return out
+
+
+def opt(key: str) -> Option:
+    """The option whose key (long name, or short for the few without one) is ``key``."""
+    return BY_KEY[key]
+
+
+def refuse(key: str, reason: str) -> ConfigError:
+    """The one-line refusal of an option rbench cannot honour."""
+    return ConfigError(f"{opt(key).label}: not supported by rbench: {reason}")

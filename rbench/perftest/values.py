@@ -10,7 +10,7 @@ from typing import Any
 
 from rbench.config.durations import parse_seconds
 from rbench.errors import ConfigError
-from rbench.perftest.options import Option
+from rbench.perftest.option import Option
 
 
 def integer(opt: Option, value: str | None) -> int:

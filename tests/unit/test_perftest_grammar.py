@@ -12,9 +12,10 @@ from rbench.cli import main
 from rbench.config.load import workload_from_dict
 from rbench.config.model import Workload
 from rbench.errors import ConfigError
-from rbench.perftest import compat, grammar, mapping
+from rbench.perftest import compat, connection, grammar, mapping
 from rbench.perftest.lines import CsvWriter, Interval, PerfTestOutput, format_rate
-from rbench.perftest.options import DIFFERS, HONOURED, NO_EFFECT, PERFTEST_OPTIONS, REFUSED, counts
+from rbench.perftest.option import DIFFERS, HONOURED, NO_EFFECT, REFUSED
+from rbench.perftest.options import PERFTEST_OPTIONS, counts
 from rbench.plan import plan
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -244,7 +245,7 @@ def test_value_forms_commons_cli_accepts(tokens: list[str]) -> None:
 def test_multi_letter_short_options_are_never_split() -> None:
     w = workload(["-qq", "-st", "5", "-hst", "4", "-qa", "x-max-length=5", "-q", "10"])
     assert w.queues.type == "quorum" and w.drain_timeout == 5 and w.consumer.prefetch == 10
-    assert w.clusters[0].uris == [mapping.DEFAULT_URI]          # -hst is not -h st
+    assert w.clusters[0].uris == [connection.DEFAULT_URI]          # -hst is not -h st
 
 
 def test_no_prefix_matching(capsys: pytest.CaptureFixture[str]) -> None:

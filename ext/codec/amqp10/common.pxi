@@ -1,26 +1,6 @@
 # Part of rbench.codec._amqp10 (included by ext/codec/amqp10.pyx; shares its namespace).
-# Used by both directions: constructor widths and the calendar (timestamps <-> datetime).
-
-cdef int code_width(int code) noexcept:
-    """Payload width of a fixed-width constructor, -1 for variable width, -2 if invalid."""
-    if 0x40 <= code <= 0x45:
-        return 0
-    if 0x50 <= code <= 0x56:
-        return 1
-    if code == 0x60 or code == 0x61:
-        return 2
-    if 0x70 <= code <= 0x74:
-        return 4
-    if 0x80 <= code <= 0x84:
-        return 8
-    if code == 0x94 or code == 0x98:
-        return 16
-    if (code == 0xa0 or code == 0xa1 or code == 0xa3 or code == 0xb0 or code == 0xb1
-            or code == 0xb3 or code == 0xc0 or code == 0xc1 or code == 0xd0 or code == 0xd1
-            or code == 0xe0 or code == 0xf0):
-        return -1
-    return -2
-
+# Used by both directions: the calendar (timestamps <-> datetime). Constructor widths are
+# amqp10_code_width in ext/include/amqp10_values.pxd, shared with the link.
 
 # ---------------------------------------------------------------------------
 # calendar (timestamps <-> datetime without Python-level arithmetic)

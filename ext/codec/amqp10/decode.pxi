@@ -1,5 +1,6 @@
 # Part of rbench.codec._amqp10 (included by ext/codec/amqp10.pyx; shares its namespace).
-# Decoder, values: bounds-checked reads through an RCursor, the key/symbol cache, skip_value.
+# Decoder, values: bounds-checked reads through an RCursor, the key/symbol cache (skip_value is
+# amqp10_skip_value in ext/include/amqp10_values.pxd, shared with the link).
 
 # ---------------------------------------------------------------------------
 # decoder
@@ -78,8 +79,8 @@ cdef object dec_uuid(const unsigned char* p):
 cdef object dec_list_items(RCursor* r, Py_ssize_t body, Py_ssize_t count, int depth, Py_ssize_t off):
     cdef Py_ssize_t i, saved
     cdef list lst
-    if depth >= _MAX_DEPTH:
-        dec_fail(r, off, f"nesting deeper than {_MAX_DEPTH} levels")
+    if depth >= AMQP10_MAX_DEPTH:
+        dec_fail(r, off, f"nesting deeper than {AMQP10_MAX_DEPTH} levels")
     if body > r.end - r.pos:
         rc_truncated(r, body, "list")
     if count > body:
@@ -99,8 +100,8 @@ cdef object dec_list_items(RCursor* r, Py_ssize_t body, Py_ssize_t count, int de
 cdef object dec_map_items(RCursor* r, Py_ssize_t body, Py_ssize_t count, int depth, Py_ssize_t off):
     cdef Py_ssize_t i, saved, koff
     cdef dict d
-    if depth >= _MAX_DEPTH:
-        dec_fail(r, off, f"nesting deeper than {_MAX_DEPTH} levels")
+    if depth >= AMQP10_MAX_DEPTH:
+        dec_fail(r, off, f"nesting deeper than {AMQP10_MAX_DEPTH} levels")
     if body > r.end - r.pos:
         rc_truncated(r, body, "map")
     if count > body:
@@ -138,8 +139,8 @@ cdef object dec_array_items(RCursor* r, Py_ssize_t body, Py_ssize_t count, int d
     cdef list lst
     cdef Array a
     descriptor = None
-    if depth >= _MAX_DEPTH:
-        dec_fail(r, off, f"nesting deeper than {_MAX_DEPTH} levels")
+    if depth >= AMQP10_MAX_DEPTH:
+        dec_fail(r, off, f"nesting deeper than {AMQP10_MAX_DEPTH} levels")
     if body > r.end - r.pos:
         rc_truncated(r, body, "array")
     saved = r.end
@@ -150,7 +151,7 @@ cdef object dec_array_items(RCursor* r, Py_ssize_t body, Py_ssize_t count, int d
         descriptor = dec_value(r, depth + 1)
         coff = r.pos
         code = rc_take(r, 1, "array element constructor")[0]
-    width = code_width(code)
+    width = amqp10_code_width(code)
     if width == -2:
         dec_fail(r, coff, f"invalid array element constructor 0x{code:02x}")
     if width == 0:
@@ -298,8 +299,8 @@ cdef object dec_payload(RCursor* r, int code, int depth, Py_ssize_t off):
             dec_fail(r, off, f"array32 size {n} cannot hold its count")
         return dec_array_items(r, n - 4, get_be32(p + 4), depth, off)
     elif code == 0x00:
-        if depth >= _MAX_DEPTH:
-            dec_fail(r, off, f"nesting deeper than {_MAX_DEPTH} levels")
+        if depth >= AMQP10_MAX_DEPTH:
+            dec_fail(r, off, f"nesting deeper than {AMQP10_MAX_DEPTH} levels")
         descriptor = dec_value(r, depth + 1)
         value = dec_value(r, depth + 1)
         ds = Described.__new__(Described)
@@ -307,26 +308,3 @@ cdef object dec_payload(RCursor* r, int code, int depth, Py_ssize_t off):
         ds.value = value
         return ds
     dec_fail(r, off, f"invalid constructor 0x{code:02x}")
-
-
-cdef int skip_value(RCursor* r, int depth) except -1:
-    """Step over one encoded value without building it (sizes still bounds-checked)."""
-    cdef Py_ssize_t off = r.pos
-    cdef int code = rc_take(r, 1, "constructor")[0]
-    cdef int width
-    if code == 0x00:
-        if depth >= _MAX_DEPTH:
-            dec_fail(r, off, f"nesting deeper than {_MAX_DEPTH} levels")
-        skip_value(r, depth + 1)
-        return skip_value(r, depth + 1)
-    width = code_width(code)
-    if width >= 0:
-        rc_take(r, width, "value")
-    elif width == -1:
-        if code == 0xb0 or code == 0xb1 or code == 0xb3 or code == 0xd0 or code == 0xd1 or code == 0xf0:
-            rc_take(r, get_be32(rc_take(r, 4, "32-bit size")), "value")
-        else:
-            rc_take(r, rc_take(r, 1, "8-bit size")[0], "value")
-    else:
-        dec_fail(r, off, f"invalid constructor 0x{code:02x}")
-    return 0

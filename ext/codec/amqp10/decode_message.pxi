@@ -202,7 +202,7 @@ cdef object dec_message(RCursor* r, object base, int mode):
             elif code == 0x76 or code == 0x77:
                 dec_fail(r, off, "expected a data body, got amqp-sequence/amqp-value")
             else:
-                skip_value(r, 0)
+                amqp10_skip_value(r, 0)
         elif code == 0x77:
             m.body = dec_value(r, 0)
         elif code == 0x74:

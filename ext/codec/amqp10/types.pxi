@@ -161,7 +161,7 @@ cdef class Array:
     cdef readonly object descriptor
 
     def __init__(self, int code, items, descriptor=None):
-        if code_width(code) == -2 or code == 0:
+        if amqp10_code_width(code) == -2 or code == 0:
             raise ValueError(f"0x{code:02x} is not an AMQP constructor")
         self.code = code
         self.items = list(items)

@@ -17,14 +17,11 @@ import math
 import statistics
 from collections import defaultdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from rbench.errors import SinkError
 from rbench.scenarios.scalability import fit
 from rbench.scenarios.scalability.fit import Slope, loglog_slope
-
-if TYPE_CHECKING:
-    from rbench.scenarios.scalability.sweep import Sweep
 
 ROWS = "scalability.parquet"
 SWEEP_JSON = "sweep.json"
@@ -42,19 +39,18 @@ def _schema() -> Any:
                       ("routed_expected", i64), ("routed_counted", i64)])
 
 
-def write_outputs(sweep: Sweep) -> None:
+def write_outputs(run_dir: Path, rows: list[dict[str, Any]], sweep_json: dict[str, Any]) -> None:
+    """The rows, sweep.json (``sweep_json``: what the sweep was and how it ended) and, with rows, the report.
+
+    Takes the sweep's figures rather than the Sweep itself, so this module does not import the loop
+    that calls it."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from rbench.scenarios.scalability.sweep import spec_json
-
-    run_dir = sweep.run_dir
     run_dir.mkdir(parents=True, exist_ok=True)
-    pq.write_table(pa.Table.from_pylist(sweep.result.rows, schema=_schema()), run_dir / ROWS)
-    meta = {"run_id": sweep.run_id, "prefix": sweep.prefix, "status": sweep.result.status, "notes": sweep.result.notes,
-            "spec": spec_json(sweep.spec), "rows": len(sweep.result.rows)}
-    (run_dir / SWEEP_JSON).write_text(json.dumps(meta, indent=2, default=str))
-    if sweep.result.rows:
+    pq.write_table(pa.Table.from_pylist(rows, schema=_schema()), run_dir / ROWS)
+    (run_dir / SWEEP_JSON).write_text(json.dumps({**sweep_json, "rows": len(rows)}, indent=2, default=str))
+    if rows:
         render(run_dir)
 
 

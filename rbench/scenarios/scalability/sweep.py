@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import datetime as dt
-import json
 import signal
 import threading
 import time
@@ -28,6 +27,7 @@ from rbench.config.types import ClusterTarget
 from rbench.drivers.amqp091 import Amqp091Driver
 from rbench.errors import ConfigError, mask_uri
 from rbench.scenarios.scalability import counters
+from rbench.scenarios.scalability.output import write_outputs
 from rbench.scenarios.scalability.phases import PhaseWork
 from rbench.scenarios.scalability.plan import (
     Level,
@@ -252,14 +252,16 @@ class Sweep:
         with _sigint_deferred(self.echo):
             if self.result.status in ("interrupted", "failed") and self.cancel is not None:
                 self.cancel()
-            from rbench.scenarios.scalability.output import write_outputs
             try:
                 _admin(self.spec.uri, self._cleanup())
             except Exception as exc:   # the broker went away: say what may be left
                 self.result.notes.append(f"cleanup failed ({exc}); queues named {self.prefix}* may remain")
                 self.echo(f"  {self.result.notes[-1]}")
             finally:
-                write_outputs(self)
+                result = self.result
+                write_outputs(self.run_dir, result.rows, {
+                    "run_id": self.run_id, "prefix": self.prefix, "status": result.status, "notes": result.notes,
+                    "spec": spec_json(self.spec)})
 
 
 def _admin(uri: str, coro: Any) -> None:
@@ -310,7 +312,3 @@ def spec_json(spec: SweepSpec) -> dict[str, Any]:
     data["uri"] = mask_uri(spec.uri)
     data["cap"] = spec.effective_cap
     return data
-
-
-def write_json(path: Path, data: dict[str, Any]) -> None:
-    path.write_text(json.dumps(data, indent=2, default=str))
