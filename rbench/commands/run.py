@@ -124,9 +124,7 @@ def execute(workload: Workload, args: RunOptions) -> int:
         result = run_workload(workload, args.out, session, tasks=args.tasks, progress=not args.quiet, timings=timings,
                               metrics_port=args.metrics_port, pushgateway=args.pushgateway, metrics_linger_s=linger,
                               queues_created=created)
-    info = result.info
-    moved = sum(int(r.get("published", 0)) + int(r.get("consumed", 0)) for c in info["clusters"] for r in c.get("task_results", []))
-    if not moved:
+    if not result.record.messages_moved():
         print(f"rbench run: {result.status} before any load was sent: nothing was measured "
               f"(run.json: {result.run_dir / 'run.json'})", file=sys.stderr)
         return 130 if result.status == "interrupted" else 3

@@ -45,7 +45,7 @@ class FaultController:
             thread.start()
         return self
 
-    def stop(self) -> list[dict[str, Any]]:
+    def stop(self) -> list[FaultRecord]:
         """End of the stage: faults not yet due are dropped, nodes still down are brought back now;
         returns run.json's records, in the order the faults started."""
         self._stopped_at = time.time_ns()
@@ -59,7 +59,7 @@ class FaultController:
             for r in records:
                 if r["t_back_end_ns"] is None and r["ok"]:         # a thread still busy past every timeout
                     r = dict(r, ok=False, error=f"{r['node']} was not back when the run ended")
-                out.append(FaultRecord.from_json(r).to_json())
+                out.append(FaultRecord.from_json(r))
         return out
 
     # ---- one fault ---------------------------------------------------------------------------

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rbench.errors import ConfigError, SinkError
+from rbench.samples.record import RunRecord, read_run_record
 
 META_COLUMNS = ("run_id", "night", "started_at", "added_at", "workload_hash", "rbench_version", "broker_version",
                 "commit", "driver", "run_status", "nodes", "instance_type", "volume_type", "volume_gb", "tasks", "regress")
@@ -70,27 +71,28 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
         raise ConfigError(f"{path}: unreadable {what} ({exc})") from None
 
 
-def _broker_version(run: dict[str, Any], cluster: dict[str, Any]) -> str | None:
-    """Where run.json may say which broker version answered (broker telemetry, issue 16), else None."""
-    for source in (cluster, cluster.get("broker") or {}, run.get("broker") or {}):
-        for key in ("broker_version", "rabbitmq_version", "version"):
-            if isinstance(source, dict) and source.get(key):
-                return str(source[key])
-    return str(run["broker_version"]) if run.get("broker_version") else None
+def _read_run(run_dir: Path) -> RunRecord:
+    """The run's record; a missing or unreadable run.json is a ConfigError here (a bad argument to `history add`)."""
+    if not (run_dir / "run.json").is_file():
+        raise ConfigError(f"{run_dir / 'run.json'}: no run.json (is it a run directory?)")
+    try:
+        return read_run_record(run_dir / "run.json")
+    except SinkError as exc:
+        raise ConfigError(str(exc)) from None
 
 
-def run_metadata(run: dict[str, Any], commit: str | None, broker_version: str | None) -> dict[str, dict[str, Any]]:
+def run_metadata(run: RunRecord, commit: str | None, broker_version: str | None) -> dict[str, dict[str, Any]]:
     """Per cluster: the metadata columns a history row carries."""
-    host = run.get("host") or {}
-    regress = (run.get("workload") or {}).get("regress")
+    regress = run.workload.get("regress")
     out = {}
-    for c in run.get("clusters", []):
-        out[c["name"]] = {
-            "started_at": run.get("started_at"), "workload_hash": run.get("workload_hash"),
-            "rbench_version": host.get("rbench"), "broker_version": broker_version or _broker_version(run, c),
-            "commit": commit, "driver": run.get("driver"), "run_status": run.get("status"),
-            "nodes": c.get("nodes"), "instance_type": c.get("instance_type"), "volume_type": c.get("volume_type"),
-            "volume_gb": None if c.get("volume_gb") is None else float(c["volume_gb"]), "tasks": c.get("tasks"),
+    for c in run.clusters:
+        out[c.name] = {
+            "started_at": run.started_at, "workload_hash": run.workload_hash,
+            "rbench_version": None if run.host is None else run.host.rbench,
+            "broker_version": broker_version or run.broker_version(c),
+            "commit": commit, "driver": run.driver, "run_status": run.status,
+            "nodes": c.nodes, "instance_type": c.instance_type, "volume_type": c.volume_type,
+            "volume_gb": None if c.volume_gb is None else float(c.volume_gb), "tasks": c.tasks,
             "regress": None if regress is None else json.dumps(regress, sort_keys=True),
         }
     return out
@@ -146,10 +148,10 @@ def add_run(history: Path, run_dir: str | Path, report_dir: str | Path | None = 
     run_dir = Path(run_dir)
     if night is not None:
         night = parse_night(night)
-    run = _read_json(run_dir / "run.json", "run.json (is it a run directory?)")
-    run_id, workload = str(run.get("run_id") or run_dir.name), str(run.get("workload_name") or "unnamed")
-    if run.get("status") != "complete" and not force:
-        raise ConfigError(f"{run_dir}: run status is {run.get('status')!r}, not 'complete': a partial night would read "
+    run = _read_run(run_dir)
+    run_id, workload = run.run_id or run_dir.name, run.workload_name or "unnamed"
+    if run.status != "complete" and not force:
+        raise ConfigError(f"{run_dir}: run status is {run.status!r}, not 'complete': a partial night would read "
                           f"as a regression (--force adds it anyway)")
     report = Path(report_dir) if report_dir is not None else run_dir / "report"
     steps_path = report / "steps.parquet"
@@ -166,7 +168,7 @@ def add_run(history: Path, run_dir: str | Path, report_dir: str | Path | None = 
     if "run_id" in steps.schema.names:
         steps = steps.filter(pc.equal(steps.column("run_id"), run_id)).drop_columns(["run_id"])
     if night is None:
-        started = str(run.get("started_at") or "")
+        started = run.started_at or ""
         try:
             night = dt.datetime.fromisoformat(started).astimezone(dt.timezone.utc).date().isoformat()
         except ValueError:

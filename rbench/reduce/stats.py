@@ -392,9 +392,8 @@ def routes_of(samples: Any) -> dict[str, dict[int, list[str]]]:
     several). A run without routes (older runs, or routing rbench cannot know) expects one copy in any queue."""
     out: dict[str, dict[int, list[str]]] = {}
     for run in samples.runs:
-        routes = run.data.get("routes")
-        if isinstance(routes, dict) and routes:
-            out[run.run_id] = {int(p): [str(q) for q in qs] for p, qs in routes.items()}
+        if run.record.routes:
+            out[run.run_id] = {p: list(qs) for p, qs in run.record.routes.items()}
     return out
 
 
@@ -657,10 +656,7 @@ class FaultCounts:
 
 def run_faults(samples: Any) -> list[tuple[str, FaultRecord]]:
     """(run_id, fault) for every fault of the runs' run.json, in (run, cluster, index) order."""
-    from rbench.samples.faults import read_faults
-
-    return [(run.run_id, f) for run in samples.runs
-            for f in sorted(read_faults(run.data), key=lambda f: (f.cluster, f.index))]
+    return [(run.run_id, f) for run in samples.runs for f in sorted(run.record.faults, key=lambda f: (f.cluster, f.index))]
 
 
 def _fault_counts(plan: Plan, hist: pa.Table | None, msgs: dict[tuple[int, int], dict[str, int]]) -> FaultCounts:
