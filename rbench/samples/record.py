@@ -398,10 +398,7 @@ def read_run_record(path: Path | str) -> RunRecord:
         raise SinkError(f"{meta}: unreadable run.json ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("clusters"), list):
         raise SinkError(f"{meta}: run.json has no 'clusters' list")
-    try:
-        return RunRecord.from_json(data)
-    except SinkError as exc:
-        raise SinkError(f"{meta}: {str(exc).removeprefix('run.json: ')}") from None
+    return RunRecord.from_json(data)
 
 
 def write_run_record(path: Path, record: RunRecord) -> None:
