@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from rbench.errors import SinkError
 from rbench.samples.attempts import StageAttempt
@@ -49,8 +49,9 @@ class StepRecord:
     skipped_disconnected: int = 0           # schedule slots not sent while a task was disconnected
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    _KEYS = ("step", "rate_per_producer", "target_rate", "offset_s", "duration_s", "start_ns", "end_ns",
-             "planned_start_ns", "planned_end_ns", "status", "cut_by", "skipped_disconnected")
+    JSON_KEYS: ClassVar[tuple[str, ...]] = (
+        "step", "rate_per_producer", "target_rate", "offset_s", "duration_s", "start_ns", "end_ns", "planned_start_ns",
+        "planned_end_ns", "status", "cut_by", "skipped_disconnected")
 
     def to_json(self) -> dict[str, Any]:
         return {"step": self.step, "rate_per_producer": self.rate_per_producer, "target_rate": self.target_rate,
@@ -67,7 +68,7 @@ class StepRecord:
                    offset_s=f.opt_num("offset_s"), start_ns=f.opt_int("start_ns"), end_ns=f.opt_int("end_ns"),
                    planned_start_ns=f.opt_int("planned_start_ns"), planned_end_ns=f.opt_int("planned_end_ns"),
                    status=f.opt_text("status"), cut_by=f.opt_text("cut_by"),
-                   skipped_disconnected=f.req_int("skipped_disconnected", 0), extra=f.extra(cls._KEYS))
+                   skipped_disconnected=f.req_int("skipped_disconnected", 0), extra=f.extra(cls.JSON_KEYS))
 
     @property
     def window(self) -> tuple[int, int] | None:
@@ -151,9 +152,10 @@ class ClusterRecord:
     metrics_endpoints: tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    _KEYS = ("name", "nodes", "instance_type", "volume_type", "volume_gb", "volume_iops", "uris", "status", "tasks",
-             "producers", "consumers", "t0_ns", "steps", "task_results", "reconnects", "load_end_ns", "stopped_by",
-             "pause", "broker_metrics", "stage_attempts", "metrics_endpoints")
+    JSON_KEYS: ClassVar[tuple[str, ...]] = (
+        "name", "nodes", "instance_type", "volume_type", "volume_gb", "volume_iops", "uris", "status", "tasks", "producers",
+        "consumers", "t0_ns", "steps", "task_results", "reconnects", "load_end_ns", "stopped_by", "pause", "broker_metrics",
+        "stage_attempts", "metrics_endpoints")
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "nodes": self.nodes, "instance_type": self.instance_type,
@@ -182,7 +184,7 @@ class ClusterRecord:
                    pause=None if pause is None else PauseRecord.from_json(pause.data, pause.where),
                    broker_metrics=f.mapping("broker_metrics") if f.obj("broker_metrics") is not None else None,
                    stage_attempts=tuple(StageAttempt.from_json(e, w) for w, e in f.entries("stage_attempts")),
-                   metrics_endpoints=f.texts("metrics_endpoints"), extra=f.extra(cls._KEYS))
+                   metrics_endpoints=f.texts("metrics_endpoints"), extra=f.extra(cls.JSON_KEYS))
 
     def counts(self) -> TaskCounts:
         """What the cluster's tasks counted, every message (warm-up included)."""
@@ -218,7 +220,7 @@ class HostFacts:
     rbench: str | None = None
     versions: Mapping[str, str] = field(default_factory=dict)   # library → version (pyspark, pyarrow, uvloop …)
 
-    _KEYS = ("hostname", "cpus", "python", "platform", "rbench")
+    JSON_KEYS: ClassVar[tuple[str, ...]] = ("hostname", "cpus", "python", "platform", "rbench")
 
     def to_json(self) -> dict[str, Any]:
         return {"hostname": self.hostname, "cpus": self.cpus, "python": self.python, "platform": self.platform,
@@ -229,7 +231,7 @@ class HostFacts:
         f = Fields(data, where)
         return cls(hostname=f.opt_text("hostname"), cpus=f.opt_int("cpus"), python=f.opt_text("python"),
                    platform=f.opt_text("platform"), rbench=f.opt_text("rbench"),
-                   versions={k: str(v) for k, v in f.extra(cls._KEYS).items()})
+                   versions={k: str(v) for k, v in f.extra(cls.JSON_KEYS).items()})
 
 
 @dataclass(frozen=True)
@@ -297,9 +299,10 @@ class RunRecord:
     schema_version: int = SCHEMA_VERSION
     extra: Mapping[str, Any] = field(default_factory=dict)
 
-    _KEYS = ("schema_version", "run_id", "status", "workload_name", "workload", "workload_hash", "driver", "started_at",
-             "ended_at", "warmup_s", "message_count", "clock", "latency", "host", "clusters", "faults",
-             "stage_attempts_allowed", "routes", "queues_created", "coordinator", "metrics_endpoint", "killed")
+    JSON_KEYS: ClassVar[tuple[str, ...]] = (
+        "schema_version", "run_id", "status", "workload_name", "workload", "workload_hash", "driver", "started_at", "ended_at",
+        "warmup_s", "message_count", "clock", "latency", "host", "clusters", "faults", "stage_attempts_allowed", "routes",
+        "queues_created", "coordinator", "metrics_endpoint", "killed")
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": self.schema_version, "run_id": self.run_id, "status": self.status,
@@ -344,7 +347,7 @@ class RunRecord:
                                                                                               coordinator.where),
                    metrics_endpoint=f.opt_text("metrics_endpoint"),
                    killed=None if killed is None else KilledNote.from_json(killed.data, killed.where),
-                   schema_version=version, extra=f.extra(cls._KEYS))
+                   schema_version=version, extra=f.extra(cls.JSON_KEYS))
 
     def cluster(self, name: str) -> ClusterRecord | None:
         return next((c for c in self.clusters if c.name == name), None)

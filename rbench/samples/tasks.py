@@ -40,7 +40,7 @@ class TaskCounts:
 
 
 COUNT_KEYS = tuple(f.name for f in fields(TaskCounts))
-_KEYS = ("cluster", "task", "attempt", "interrupted", "t0_ns", "unconfirmed_at_end", "load_end_ns", "stopped_by",
+TASK_RESULT_KEYS = ("cluster", "task", "attempt", "interrupted", "t0_ns", "unconfirmed_at_end", "load_end_ns", "stopped_by",
          "consumed_before_t0", "producers", "instants", "self_check", "published_rows", "consumed_rows", *COUNT_KEYS,
          "reconnects", "skipped_disconnected")
 
@@ -99,4 +99,4 @@ class TaskResult:
                    published_rows=f.opt_int("published_rows"), consumed_rows=f.opt_int("consumed_rows"),
                    counts=TaskCounts(*(f.req_int(k, 0) for k in COUNT_KEYS)),
                    reconnects=tuple(Reconnect.from_json(e, w) for w, e in f.entries("reconnects")),
-                   skipped_disconnected=f.ints("skipped_disconnected"), extra=f.extra(_KEYS))
+                   skipped_disconnected=f.ints("skipped_disconnected"), extra=f.extra(TASK_RESULT_KEYS))
