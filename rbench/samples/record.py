@@ -323,10 +323,7 @@ class RunRecord:
     def from_json(cls, data: object) -> RunRecord:
         """Parse run.json's object; SinkError (one line) for an unknown schema version or a malformed field."""
         f = Fields(data, "")
-        version = f.req_int("schema_version", 1)
-        if version != SCHEMA_VERSION:
-            raise SinkError(f"run.json: schema_version {version} is not one this rbench reads ({SCHEMA_VERSION}): "
-                            f"written by another rbench version; reduce it with that version")
+        version = schema_version(f)
         faults = []
         for where, entry in f.entries("faults"):
             try:
@@ -374,6 +371,15 @@ class RunRecord:
         return str(self.extra["broker_version"]) if self.extra.get("broker_version") else None
 
 
+def schema_version(f: Fields, source: str = "run.json") -> int:
+    """The file's layout version (1 when it has none); SinkError naming ``source`` when this rbench cannot read it."""
+    version = f.req_int("schema_version", 1)
+    if version != SCHEMA_VERSION:
+        raise SinkError(f"{source}: schema_version {version} is not one this rbench reads ({SCHEMA_VERSION}): "
+                        f"written by another rbench version; read it with that version")
+    return version
+
+
 def _queue_lists(f: Fields, key: str, kind: type[Any]) -> dict[Any, tuple[str, ...]] | None:
     """An object of queue-name lists (``routes``: producer → queues; ``queues_created``: cluster → queues)."""
     value = f.obj(key)
@@ -401,6 +407,7 @@ def read_run_record(path: Path | str) -> RunRecord:
         raise SinkError(f"{meta}: unreadable run.json ({exc})") from None
     if not isinstance(data, dict) or not isinstance(data.get("clusters"), list):
         raise SinkError(f"{meta}: run.json has no 'clusters' list")
+    schema_version(Fields(data, ""), str(meta))        # which file, when several runs are read together
     return RunRecord.from_json(data)
 
 
