@@ -5,8 +5,9 @@ run.json is the one statement of what a run was (docs/parquet.md): the coordinat
 the rate search and the history read it back, all through :func:`read_run_record`, so a renamed field
 is a mypy error rather than a silent ``None`` in one of them, and each field's meaning is stated here once.
 
-The JSON layout is today's: ``to_json`` writes the keys run.json always had, so older runs and the
-tests' synthetic runs read unchanged. ``schema_version`` says which layout a file has: a file without
+The JSON layout is today's: ``to_json`` writes the keys run.json always had (a field the run did not
+fill is written as null or empty instead of left out), and ``from_json`` takes every key as optional
+that an older writer could leave out, so older runs and the tests' synthetic runs read unchanged. ``schema_version`` says which layout a file has: a file without
 it is version 1 (written before the field existed), the layout this rbench writes is
 :data:`SCHEMA_VERSION`, and any other version is refused with one line (a later rbench may have moved
 fields this one would misread). Keys this rbench does not know are kept in ``extra`` and written back,
