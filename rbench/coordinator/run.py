@@ -22,12 +22,12 @@ from rbench.coordinator import attempts, orphans
 from rbench.coordinator.progress import ProgressPrinter
 from rbench.coordinator.timings import Timings
 from rbench.drivers.base import load_driver
-from rbench.errors import BrokerError, ConfigError, ConnectError, RbenchError
+from rbench.errors import BrokerError, ConfigError, ConnectError, RbenchError, SinkError
 from rbench.live.control import ControlServer
 from rbench.perftest.lines import CsvWriter, PerfTestOutput
 from rbench.plan import check_supported, cluster_target, default_task_count, expected_queues, plan_run
 from rbench.samples.faults import FaultRecord
-from rbench.samples.record import PauseRecord, RunRecord
+from rbench.samples.record import BrokerMetricsRecord, PauseRecord, RunRecord
 from rbench.samples.runinfo import STOPPED_BY_COUNT, STOPPED_BY_INTERRUPT, STOPPED_BY_SCHEDULE, RunInfo, new_run_id
 from rbench.samples.tasks import TaskResult
 
@@ -111,6 +111,15 @@ def _mark_task_instants(timings: Timings, cluster: str, first_seen: float | None
     timings.mark(f"{cluster}: stage ended (samples committed)")
 
 
+def _task_results(cluster: str, returned: list[dict[str, Any]]) -> list[TaskResult]:
+    """The stage's results, typed where they arrive (the executor side builds plain dicts: rbench.runtime.task)."""
+    try:
+        return [TaskResult.from_json(r, f"task result {i}") for i, r in enumerate(returned)]
+    except SinkError as exc:
+        raise SinkError(f"cluster {cluster}: a task returned a result this coordinator cannot read "
+                        f"({str(exc).removeprefix('run.json: ')})") from None
+
+
 def _first_t0(results: list[TaskResult]) -> int | None:
     """The stage's t0: every task of a stage attempt agreed on it at the start gate."""
     return min((r.t0_ns for r in results if r.t0_ns), default=None)
@@ -146,7 +155,7 @@ class _Watchers:
         self.faults: FaultController | None = None
         self.fault_records: list[FaultRecord] = []
         self.pause: PauseRecord | None = None
-        self.broker_metrics: dict[str, Any] | None = None
+        self.broker_metrics: BrokerMetricsRecord | None = None
         if cluster.faults and cluster.fault_control is not None:
             executor = make_executor(cluster.fault_control, target.name)
             problem = executor.check(sorted({f.node for f in cluster.faults}))
@@ -295,8 +304,7 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
             results: list[TaskResult] = []
             try:
                 # the executors' dicts (rbench.runtime.task) become typed here, where they arrive
-                results = [TaskResult.from_json(r, f"cluster {cluster.name}: a task result")
-                           for r in spark.submit_barrier_stage(session, list(cluster.tasks), group=group)]
+                results = _task_results(cluster.name, spark.submit_barrier_stage(session, list(cluster.tasks), group=group))
             except RbenchError:
                 info.set_status(cluster.name, "failed")
                 reported = control.board.errors.get(cluster.name)

@@ -126,6 +126,34 @@ class PauseRecord:
 
 
 @dataclass(frozen=True)
+class BrokerMetricsRecord:
+    """What the broker sampler did beside a cluster's stage (rbench.coordinator.broker; docs/broker.md)."""
+
+    interval_s: float
+    sources: tuple[str, ...] = ()            # the sources that answered
+    unreachable: Mapping[str, str] = field(default_factory=dict)    # source → why it could not be read
+    proc_pid: int | None = None              # the broker's beam process, when sampled through /proc
+    samples: int = 0
+    errors: int = 0
+    files: tuple[str, ...] = ()              # its part files, relative to the run directory
+    queues: tuple[str, ...] = ()             # the workload's queues it measured
+
+    def to_json(self) -> dict[str, Any]:
+        return {"interval_s": self.interval_s, "sources": list(self.sources), "unreachable": dict(self.unreachable),
+                "proc_pid": self.proc_pid, "samples": self.samples, "errors": self.errors, "files": list(self.files),
+                "queues": list(self.queues)}
+
+    @classmethod
+    def from_json(cls, data: object, where: str) -> BrokerMetricsRecord:
+        f = Fields(data, where)
+        unreachable = f.mapping("unreachable")
+        return cls(interval_s=f.num("interval_s", 0), sources=f.texts("sources"),
+                   unreachable={str(k): str(v) for k, v in unreachable.items()}, proc_pid=f.opt_int("proc_pid"),
+                   samples=f.req_int("samples", 0), errors=f.req_int("errors", 0), files=f.texts("files"),
+                   queues=f.texts("queues"))
+
+
+@dataclass(frozen=True)
 class ClusterRecord:
     """One cluster of the run: its shape (for costs and the history), its status, t0 and step windows,
     what its tasks returned, the stage's attempts, the connections its tasks lost."""
@@ -148,7 +176,7 @@ class ClusterRecord:
     load_end_ns: int | None = None           # when the load ended (the last task to stop)
     stopped_by: str | None = None            # why (STOPPED_BY_*)
     pause: PauseRecord | None = None
-    broker_metrics: Mapping[str, Any] | None = None     # the broker sampler's summary (rbench.coordinator.broker)
+    broker_metrics: BrokerMetricsRecord | None = None
     stage_attempts: tuple[StageAttempt, ...] = ()
     metrics_endpoints: tuple[str, ...] = ()
     extra: Mapping[str, Any] = field(default_factory=dict)
@@ -166,14 +194,14 @@ class ClusterRecord:
                 "task_results": [r.to_json() for r in self.task_results],
                 "reconnects": [r.to_json() for r in self.reconnects], "load_end_ns": self.load_end_ns,
                 "stopped_by": self.stopped_by, "pause": None if self.pause is None else self.pause.to_json(),
-                "broker_metrics": None if self.broker_metrics is None else dict(self.broker_metrics),
+                "broker_metrics": None if self.broker_metrics is None else self.broker_metrics.to_json(),
                 "stage_attempts": [a.to_json() for a in self.stage_attempts],
                 "metrics_endpoints": list(self.metrics_endpoints), **self.extra}
 
     @classmethod
     def from_json(cls, data: object, where: str) -> ClusterRecord:
         f = Fields(data, where)
-        pause = f.obj("pause")
+        pause, broker = f.obj("pause"), f.obj("broker_metrics")
         return cls(name=f.text("name"), nodes=f.opt_int("nodes"), instance_type=f.opt_text("instance_type"),
                    volume_type=f.opt_text("volume_type"), volume_gb=f.opt_num("volume_gb"),
                    volume_iops=f.opt_num("volume_iops"), uris=f.texts("uris"), status=f.opt_text("status"),
@@ -183,7 +211,7 @@ class ClusterRecord:
                    reconnects=tuple(Reconnect.from_json(e, w) for w, e in f.entries("reconnects")),
                    load_end_ns=f.opt_int("load_end_ns"), stopped_by=f.opt_text("stopped_by"),
                    pause=None if pause is None else PauseRecord.from_json(pause.data, pause.where),
-                   broker_metrics=f.mapping("broker_metrics") if f.obj("broker_metrics") is not None else None,
+                   broker_metrics=None if broker is None else BrokerMetricsRecord.from_json(broker.data, broker.where),
                    stage_attempts=tuple(StageAttempt.from_json(e, w) for w, e in f.entries("stage_attempts")),
                    metrics_endpoints=f.texts("metrics_endpoints"), extra=f.extra(cls.JSON_KEYS))
 

@@ -25,6 +25,7 @@ from rbench.samples.attempts import StageAttempt
 from rbench.samples.faults import FaultRecord
 from rbench.samples.reconnects import by_loss
 from rbench.samples.record import (
+    BrokerMetricsRecord,
     ClusterRecord,
     CoordinatorIdentity,
     HostFacts,
@@ -118,12 +119,13 @@ class RunInfo:
         self.record = replace(self.record, metrics_endpoint=url)
 
     def end_stage(self, name: str, stage_attempts: list[StageAttempt], faults: list[FaultRecord],
-                  pause: PauseRecord | None, broker_metrics: Mapping[str, Any] | None) -> None:
+                  pause: PauseRecord | None, broker_metrics: BrokerMetricsRecord | None) -> None:
         """What the coordinator knows when a cluster's stage ended, whether it succeeded or not: every run of the
-        stage, the faults executed beside it, the consumer pause and the broker sampler's summary."""
+        stage, the faults executed beside it, the consumer pause and the broker sampler's summary (None: not run)."""
         c = self.cluster(name)
-        self._replace_cluster(name, replace(c, stage_attempts=tuple(stage_attempts), pause=pause or c.pause,
-                                            broker_metrics=broker_metrics or c.broker_metrics))
+        self._replace_cluster(name, replace(c, stage_attempts=tuple(stage_attempts),
+                                            pause=c.pause if pause is None else pause,
+                                            broker_metrics=c.broker_metrics if broker_metrics is None else broker_metrics))
         self.record = replace(self.record, faults=self.record.faults + tuple(faults))
 
     def set_task_results(self, name: str, results: list[TaskResult], metrics_endpoints: list[str]) -> None:

@@ -65,7 +65,8 @@ def _written_run(tmp_path: Path) -> Path:
     fault = faults.FaultRecord("c", 0, "kill", "rabbit-2", 1.0, None, t0 + 1, t0 + 2, None, None, False, "x")
     pause = record.PauseRecord(1.0, 100, None, 0, 2.0, (record.PausePhase("steady", t0),
                                                        record.PausePhase("build-up", t0 + 1, 5, "broker")))
-    info.end_stage("c", [stage], [fault], pause, {"samples": 3})
+    info.end_stage("c", [stage], [fault], pause, record.BrokerMetricsRecord(1.0, ("amqp",), {"management": "refused"}, None,
+                                                                           3, 0, ("broker/c/part-00000.parquet",), ("q-0",)))
     info.set_task_results("c", results, ["http://h:9/metrics"])
     info.set_windows("c", t0, t0 + 7 * 10**9, STOPPED_BY_INTERRUPT)
     info.set_status("c", "interrupted")
@@ -87,6 +88,8 @@ def test_a_run_json_the_coordinator_wrote_round_trips_exactly(tmp_path: Path) ->
                                                                                                    ("c", 1): 11}
     assert [s.skipped_disconnected for s in c.steps] == [4, 0] and len(c.reconnects) == 2
     assert rec.routes == {0: ("q-0",), 1: ("q-0", "q-1")} and rec.faults[0].error == "x"
+    assert c.broker_metrics is not None and c.broker_metrics.unreachable == {"management": "refused"}
+    assert c.pause is not None and [p.phase for p in c.pause.phases] == ["steady", "build-up"]
     assert "secret" not in (run_dir / "run.json").read_text()
 
 
@@ -151,7 +154,7 @@ def _run_json_keys() -> set[str]:
     keys = set(tasks.TASK_RESULT_KEYS)
     for cls in (record.RunRecord, record.ClusterRecord, record.StepRecord, record.HostFacts):
         keys |= set(cls.JSON_KEYS)
-    for dc in (record.PauseRecord, record.PausePhase, record.CoordinatorIdentity, record.KilledNote,
+    for dc in (record.PauseRecord, record.PausePhase, record.BrokerMetricsRecord, record.CoordinatorIdentity, record.KilledNote,
                attempts.StageAttempt, attempts.TaskAttemptRecord, faults.FaultRecord, reconnects.Reconnect):
         keys |= {f.name for f in fields(dc)}
     return keys
@@ -160,14 +163,14 @@ def _run_json_keys() -> set[str]:
 # Keys run.json shares with other dicts that rbench reads by key and that are not run.json: the reduce's rows
 # (steps.parquet, the timeline, faults.json, leaderboard.json and its meta), the workload's clusters and the
 # cost table (rbench.reduce.costs prices both), Spark's status-store dicts (rbench.spark.stage_tasks), the
-# scalability sweep's rows and the history's columns. A grep cannot tell those apart; mypy sees the record.
+# scalability sweep's rows, the workload's queues section and the history's columns. A grep cannot tell those apart; mypy sees the record.
 SHARED = {
     "action", "at_s", "attempt", "clock", "cluster", "clusters", "confirmed", "connection_lost", "consumed",
     "consumers", "driver", "end_ns", "ended_at", "error", "executor", "faults", "host", "index", "instance_type",
     "latency", "message_count", "nacked", "name", "node", "nodes", "ok", "phase", "phases", "published", "rbench",
     "reason", "returned", "run_id", "stage_attempt", "start_ns", "started_at", "status", "step", "t_end_ns",
     "t_start_ns", "target_rate", "task", "tasks", "uri", "volume_gb", "volume_iops", "volume_type", "warmup_s", "why",
-    "workload_hash", "workload_name",
+    "workload_hash", "workload_name", "queues",
 }
 # the executor side and its control channel speak dicts by design (a task's result is parsed into TaskResult
 # where the coordinator receives it); run.json is read only through rbench/samples/
