@@ -163,7 +163,8 @@ def _run_json_keys() -> set[str]:
 # Keys run.json shares with other dicts that rbench reads by key and that are not run.json: the reduce's rows
 # (steps.parquet, the timeline, faults.json, leaderboard.json and its meta), the workload's clusters and the
 # cost table (rbench.reduce.costs prices both), Spark's status-store dicts (rbench.spark.stage_tasks), the
-# scalability sweep's rows, the workload's queues section and the history's columns. A grep cannot tell those apart; mypy sees the record.
+# scalability sweep's rows, the workload's queues section and the history's columns. A grep cannot tell those
+# apart; mypy sees the record.
 SHARED = {
     "action", "at_s", "attempt", "clock", "cluster", "clusters", "confirmed", "connection_lost", "consumed",
     "consumers", "driver", "end_ns", "ended_at", "error", "executor", "faults", "host", "index", "instance_type",
