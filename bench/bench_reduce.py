@@ -106,8 +106,8 @@ def main() -> int:
 
     n_pub = sum(pq.read_metadata(f).num_rows for f in files_pub)
     n_con = sum(pq.read_metadata(f).num_rows for f in files_con)
-    windows = [(meta.run_id, c["name"], s["step"], int(s["start_ns"] + meta.warmup_s * 1e9), s["end_ns"])
-               for c in meta.clusters for s in c["steps"]]
+    windows = [(meta.run_id, c.name, s.step, int(s.window[0] + meta.warmup_s * 1e9), s.window[1])
+               for c in meta.clusters for s in c.steps if s.window is not None]
 
     duck_rows, duck_s = duck_percentiles(files_pub, files_con, windows)
     print(f"duckdb: {duck_s:.2f} s", flush=True)

@@ -18,8 +18,8 @@ from __future__ import annotations
 from typing import Any
 
 from rbench.live.control import StartRound, TaskAttempt
-
-COUNTED, FAILED = "counted", "failed"
+from rbench.samples.attempts import COUNTED, FAILED, StageAttempt, TaskAttemptRecord
+from rbench.samples.tasks import TaskResult
 
 
 def _status(attempt: int, counted: set[int], spark: dict[str, Any] | None, seen: TaskAttempt | None) -> str:
@@ -36,28 +36,28 @@ def _status(attempt: int, counted: set[int], spark: dict[str, Any] | None, seen:
     return "unknown"
 
 
-def _reason(tasks: list[dict[str, Any]]) -> str | None:
+def _reason(tasks: list[TaskAttemptRecord]) -> str | None:
     """Why a stage attempt did not count: its first failed task, else its first lost one."""
     for t in tasks:
-        if t["status"] == "failed":
-            return f"task {t['task']} (attempt {t['attempt']}) failed: {t.get('reason') or 'no reason given'}"
+        if t.status == "failed":
+            return f"task {t.task} (attempt {t.attempt}) failed: {t.reason or 'no reason given'}"
     for t in tasks:
-        if t["status"] == "lost":
-            return (f"task {t['task']} (attempt {t['attempt']}) was lost: its control connection closed without a "
+        if t.status == "lost":
+            return (f"task {t.task} (attempt {t.attempt}) was lost: its control connection closed without a "
                     f"final report (its Python worker or executor died)")
     for t in tasks:
-        if t["status"] == "killed":
-            return f"Spark killed its tasks: {t.get('reason') or 'another task of the stage failed'}"
+        if t.status == "killed":
+            return f"Spark killed its tasks: {t.reason or 'another task of the stage failed'}"
     return None
 
 
-def describe(results: list[dict[str, Any]], seen: list[TaskAttempt], starts: list[StartRound],
-             spark: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def describe(results: list[TaskResult], seen: list[TaskAttempt], starts: list[StartRound],
+             spark: list[dict[str, Any]]) -> list[StageAttempt]:
     """One entry per stage attempt, oldest first: its t0, whether it counted, and why not; its task attempts.
 
     ``results`` are what the stage returned (the counted attempt's tasks; empty when it failed),
     ``seen``/``starts`` the control channel's records, ``spark`` ``rbench.spark.stage_tasks``."""
-    counted = {int(r["attempt"]) for r in results if r.get("attempt") is not None}
+    counted = {r.attempt for r in results if r.attempt is not None}
     by_id = {a.attempt: a for a in seen}
     spark_by_id = {int(t["attempt"]): t for t in spark}
     round_of = {a: s for s in starts for a in s.attempts.values()}
@@ -73,34 +73,35 @@ def describe(results: list[dict[str, Any]], seen: list[TaskAttempt], starts: lis
         later = [s.index for s in starts if min(s.attempts.values(), default=i + 1) > i]
         return (min(later) if later else len(starts)) - 0.5
 
-    groups: dict[float, list[dict[str, Any]]] = {}
+    groups: dict[float, list[TaskAttemptRecord]] = {}
     for i in ids:
         seen_i, spark_i = by_id.get(i), spark_by_id.get(i)
         task = seen_i.task if seen_i is not None else int(spark_i["task"]) if spark_i is not None else -1
-        groups.setdefault(group(i), []).append({
-            "task": task, "attempt": i, "status": _status(i, counted, spark_i, seen_i),
-            "reason": None if i in counted else (seen_i.error if seen_i is not None and seen_i.error else
-                                                 None if spark_i is None else spark_i.get("reason")),
-            "executor": None if spark_i is None else spark_i.get("executor"),
-            "host": (seen_i.host if seen_i is not None and seen_i.host else None) or (spark_i or {}).get("host"),
-            "pid": None if seen_i is None else seen_i.pid,
-            "reached_t0": i in round_of,
-            "final_report": seen_i is not None and seen_i.final,
-            "reported": None if seen_i is None else dict(seen_i.reported),
-        })
-    out: list[dict[str, Any]] = []
+        spark_reason, executor, spark_host = (None, None, None) if spark_i is None else (
+            spark_i.get("reason"), spark_i.get("executor"), spark_i.get("host"))
+        groups.setdefault(group(i), []).append(TaskAttemptRecord(
+            task=task, attempt=i, status=_status(i, counted, spark_i, seen_i),
+            reason=None if i in counted else (seen_i.error if seen_i is not None and seen_i.error else spark_reason),
+            executor=executor,
+            host=(seen_i.host if seen_i is not None and seen_i.host else None) or spark_host,
+            pid=None if seen_i is None else seen_i.pid,
+            reached_t0=i in round_of,
+            final_report=seen_i is not None and seen_i.final,
+            reported=None if seen_i is None else dict(seen_i.reported),
+        ))
+    out: list[StageAttempt] = []
     for key, tasks in sorted(groups.items()):
-        tasks.sort(key=lambda t: (t["task"], t["attempt"]))
-        t0s = {round_of[t["attempt"]].t0_ns for t in tasks if t["attempt"] in round_of}
-        is_counted = any(t["status"] == COUNTED for t in tasks)
-        out.append({
-            "stage_attempt": int(key) if use_spark else None,     # Spark's number (None: Spark's view unavailable)
-            "counted": is_counted,
-            "t0_ns": min(t0s) if t0s else None,                   # None: it never reached the start gate
-            "outcome": COUNTED if is_counted else FAILED,
-            "reason": None if is_counted else _reason(tasks),
-            "tasks": tasks,
-        })
+        tasks.sort(key=lambda t: (t.task, t.attempt))
+        t0s = {round_of[t.attempt].t0_ns for t in tasks if t.attempt in round_of}
+        is_counted = any(t.status == COUNTED for t in tasks)
+        out.append(StageAttempt(
+            stage_attempt=int(key) if use_spark else None,
+            counted=is_counted,
+            t0_ns=min(t0s) if t0s else None,
+            outcome=COUNTED if is_counted else FAILED,
+            reason=None if is_counted else _reason(tasks),
+            tasks=tuple(tasks),
+        ))
     return out
 
 

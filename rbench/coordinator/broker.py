@@ -35,6 +35,7 @@ from typing import Any, TextIO
 from rbench.config.model import BrokerMetrics
 from rbench.config.types import ClusterTarget
 from rbench.samples import broker as bs
+from rbench.samples.record import BrokerMetricsRecord
 
 HTTP_TIMEOUT_S = 5.0            # a busy broker (or a loaded coordinator) answers slowly: a gap, not an error
 FIRST_TIMEOUT_S = 10.0          # the first sample decides whether a source is reachable at all
@@ -196,7 +197,7 @@ class BrokerSampler:
         self._thread.start()
         return self
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> BrokerMetricsRecord:
         """Stop sampling, write what is left; returns what run.json records."""
         self._stop.set()
         if self._thread is not None:
@@ -204,11 +205,12 @@ class BrokerSampler:
         self._flush()
         return self.summary()
 
-    def summary(self) -> dict[str, Any]:
-        return {"interval_s": self.cfg.interval, "sources": [s for s in self.sources if s not in self.unreachable],
-                "unreachable": dict(self.unreachable), "proc_pid": self.pid, "samples": self.samples,
-                "errors": self.errors, "files": [os.path.relpath(f, self.run_dir) for f in self.files],
-                "queues": self.queues}
+    def summary(self) -> BrokerMetricsRecord:
+        return BrokerMetricsRecord(interval_s=self.cfg.interval,
+                                   sources=tuple(s for s in self.sources if s not in self.unreachable),
+                                   unreachable=dict(self.unreachable), proc_pid=self.pid, samples=self.samples,
+                                   errors=self.errors, files=tuple(os.path.relpath(f, self.run_dir) for f in self.files),
+                                   queues=tuple(self.queues))
 
     def backlog(self) -> tuple[int, int] | None:
         """(t_ns, messages in the workload's queues) of the latest sample that had queue depths, or None."""

@@ -13,8 +13,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from rbench.config.types import FaultPlan
 from rbench.faults.executor import ActionResult, FaultExecutor
@@ -35,7 +36,7 @@ class FaultController:
         self._stopped_at: int | None = None
         self._lock = threading.Lock()                        # records, the log file, the node locks
         self._node_locks: dict[str, threading.Lock] = {}
-        self._records: dict[int, dict[str, Any]] = {}
+        self._records: dict[int, FaultRecord] = {}
         self._threads = [threading.Thread(target=self._run, args=(f,), name=f"rbench-fault-{cluster}-{f.index}",
                                           daemon=True) for f in faults]
 
@@ -45,7 +46,7 @@ class FaultController:
             thread.start()
         return self
 
-    def stop(self) -> list[dict[str, Any]]:
+    def stop(self) -> list[FaultRecord]:
         """End of the stage: faults not yet due are dropped, nodes still down are brought back now;
         returns run.json's records, in the order the faults started."""
         self._stopped_at = time.time_ns()
@@ -54,13 +55,10 @@ class FaultController:
         for thread in self._threads:
             thread.join(max(0.0, deadline - time.monotonic()))
         with self._lock:
-            records = sorted(self._records.values(), key=lambda r: (r["t_start_ns"], r["index"]))
-            out = []
-            for r in records:
-                if r["t_back_end_ns"] is None and r["ok"]:         # a thread still busy past every timeout
-                    r = dict(r, ok=False, error=f"{r['node']} was not back when the run ended")
-                out.append(FaultRecord.from_json(r).to_json())
-        return out
+            records = sorted(self._records.values(), key=lambda r: (r.t_start_ns, r.index))
+        # a thread still busy past every timeout: its node was not back
+        return [replace(r, ok=False, error=f"{r.node} was not back when the run ended")
+                if r.t_back_end_ns is None and r.ok else r for r in records]
 
     # ---- one fault ---------------------------------------------------------------------------
     def _say(self, message: str) -> None:
@@ -110,10 +108,9 @@ class FaultController:
         verb, back_verb = FAULT_STEPS[f.action]
         self._say(f"{name} at {(time.time_ns() - t0) / 1e9:.1f} s")
         first = self._act(verb, f.node)
-        record: dict[str, Any] = {
-            "cluster": self.cluster, "index": f.index, "action": f.action, "node": f.node, "at_s": f.at_s,
-            "restart_after_s": f.restart_after_s, "t_start_ns": first.t_start_ns, "t_end_ns": first.t_end_ns,
-            "t_back_start_ns": None, "t_back_end_ns": None, "ok": first.ok, "error": first.error}
+        record = FaultRecord(cluster=self.cluster, index=f.index, action=f.action, node=f.node, at_s=f.at_s,
+                             restart_after_s=f.restart_after_s, t_start_ns=first.t_start_ns, t_end_ns=first.t_end_ns,
+                             t_back_start_ns=None, t_back_end_ns=None, ok=first.ok, error=first.error)
         with self._lock:
             self._records[f.index] = record
         if not first.ok:
@@ -127,8 +124,8 @@ class FaultController:
                           f"{f.node} back now ({back_verb})")
         back = self._act(back_verb, f.node)
         with self._lock:
-            record.update(t_back_start_ns=back.t_start_ns, t_back_end_ns=back.t_end_ns,
-                          ok=first.ok and back.ok, error=first.error or back.error)
+            self._records[f.index] = replace(record, t_back_start_ns=back.t_start_ns, t_back_end_ns=back.t_end_ns,
+                                             ok=first.ok and back.ok, error=first.error or back.error)
         if back.ok:
             self._say(f"{name}: {f.node} back {(back.t_end_ns - first.t_start_ns) / 1e9:.1f} s after the fault "
                       f"({back_verb} took {(back.t_end_ns - back.t_start_ns) / 1e9:.1f} s)")

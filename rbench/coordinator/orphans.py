@@ -23,18 +23,18 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import json
 import os
 import socket
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
 
 from rbench.config.model import Cluster, Workload
 from rbench.errors import RbenchError, SinkError, mask_uri
-from rbench.samples.runinfo import end_clusters, write_run_json
+from rbench.samples.record import ClusterRecord, CoordinatorIdentity, KilledNote, RunRecord, read_run_record, write_run_record
+from rbench.samples.runinfo import end_clusters
 
 ALIVE_FILE = "coordinator.alive"
 HEARTBEAT_S = 10.0
@@ -52,10 +52,10 @@ class Heartbeat:
         self._thread: threading.Thread | None = None
 
     @staticmethod
-    def identity() -> dict[str, Any]:
+    def identity() -> CoordinatorIdentity:
         """What run.json records of the coordinator, so a run on this host is found dead by its pid."""
-        return {"hostname": socket.gethostname(), "pid": os.getpid(), "alive_file": ALIVE_FILE,
-                "heartbeat_s": HEARTBEAT_S}
+        return CoordinatorIdentity(hostname=socket.gethostname(), pid=os.getpid(), alive_file=ALIVE_FILE,
+                                   heartbeat_s=HEARTBEAT_S)
 
     def start(self) -> Heartbeat:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -81,13 +81,13 @@ class Heartbeat:
 @dataclass
 class Orphan:
     run_dir: Path
-    data: dict[str, Any]
+    record: RunRecord
     why: str
     last_alive: float                 # the heartbeat file's mtime (epoch s)
 
     @property
     def run_id(self) -> str:
-        return str(self.data.get("run_id", self.run_dir.name))
+        return self.record.run_id or self.run_dir.name
 
 
 def _pid_gone(pid: int) -> bool:
@@ -100,21 +100,20 @@ def _pid_gone(pid: int) -> bool:
     return False
 
 
-def _read(run_json: Path) -> dict[str, Any] | None:
+def _read(run_json: Path) -> RunRecord | None:
+    """The run's record; None when it cannot be read (not ours to judge: the reduce says why)."""
     try:
-        data = json.loads(run_json.read_text())
-    except (OSError, ValueError):
+        return read_run_record(run_json)
+    except SinkError:
         return None
-    return data if isinstance(data, dict) else None
 
 
-def _why_dead(data: dict[str, Any], last: float, now: float) -> str | None:
+def _why_dead(record: RunRecord, last: float, now: float) -> str | None:
     """Why the run's coordinator is dead, or None while it may be alive (``last``: its heartbeat's mtime)."""
-    coordinator = data.get("coordinator")
-    if not isinstance(coordinator, dict):
+    if record.coordinator is None:
         return None
-    pid, host = coordinator.get("pid"), coordinator.get("hostname")
-    if host == socket.gethostname() and isinstance(pid, int) and _pid_gone(pid):
+    pid, host = record.coordinator.pid, record.coordinator.hostname
+    if host == socket.gethostname() and pid is not None and _pid_gone(pid):
         return f"its coordinator (pid {pid} on {host}) is gone"
     if now - last > STALE_S:
         return f"its coordinator's last heartbeat was {now - last:.0f} s ago (on {host})"
@@ -132,14 +131,14 @@ def find(out_root: str | Path, workload_name: str | None = None, now: float | No
             last = alive.stat().st_mtime
         except OSError:
             continue                   # removed meanwhile: that run just finished
-        data = _read(alive.parent / "run.json")
-        if data is None or data.get("status") != "running":
+        record = _read(alive.parent / "run.json")
+        if record is None or record.status != "running":
             continue
-        if workload_name is not None and data.get("workload_name") != workload_name:
+        if workload_name is not None and record.workload_name != workload_name:
             continue
-        why = _why_dead(data, last, now)
+        why = _why_dead(record, last, now)
         if why is not None:
-            found.append(Orphan(alive.parent, data, why, last))
+            found.append(Orphan(alive.parent, record, why, last))
     return found
 
 
@@ -150,24 +149,22 @@ def _iso(epoch_s: float) -> str:
 def mark_killed(orphan: Orphan, now: float | None = None) -> bool:
     """Give run.json its final status; False when the run finished meanwhile (read again just before)."""
     path = orphan.run_dir / "run.json"
-    data = _read(path)
-    if data is None or data.get("status") != "running":
+    record = _read(path)
+    if record is None or record.status != "running":
         return False
     now = time.time() if now is None else now
-    data["status"] = KILLED
-    data["ended_at"] = _iso(orphan.last_alive)
-    data["killed"] = {"found_at": _iso(now), "why": orphan.why, "last_alive_at": _iso(orphan.last_alive)}
-    end_clusters(data, KILLED)
-    write_run_json(path, data)
+    record = replace(end_clusters(record, KILLED), status=KILLED, ended_at=_iso(orphan.last_alive),
+                     killed=KilledNote(found_at=_iso(now), why=orphan.why, last_alive_at=_iso(orphan.last_alive)))
+    write_run_record(path, record)
     with contextlib.suppress(OSError):
         (orphan.run_dir / ALIVE_FILE).unlink()
-    orphan.data = data
+    orphan.record = record
     return True
 
 
-def _same_cluster(recorded: dict[str, Any], workload: Workload) -> Cluster | None:
+def _same_cluster(recorded: ClusterRecord, workload: Workload) -> Cluster | None:
     for c in workload.clusters:
-        if c.name == recorded.get("name") and [mask_uri(u) for u in c.uris] == list(recorded.get("uris", [])):
+        if c.name == recorded.name and [mask_uri(u) for u in c.uris] == list(recorded.uris):
             return c
     return None
 
@@ -176,10 +173,9 @@ def delete_leftovers(orphan: Orphan, workload: Workload) -> dict[str, list[str]]
     """Delete the queues the orphaned run created, on the clusters ``workload`` shares with it; per cluster, what went."""
     from rbench.coordinator.cleanup import delete_queues
 
-    created = orphan.data.get("queues_created") or {}
     deleted: dict[str, list[str]] = {}
-    for recorded in orphan.data.get("clusters", []):
-        names = list(created.get(recorded.get("name"), []))
+    for recorded in orphan.record.clusters:
+        names = list(orphan.record.queues_created.get(recorded.name, ()))
         cluster = _same_cluster(recorded, workload) if names else None
         if cluster is not None:
             delete_queues(cluster, names)

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, TextIO
+from typing import TextIO
 
 from rbench.config.model import Pause
 from rbench.coordinator.broker import BrokerSampler
 from rbench.live.control import ControlServer
+from rbench.samples.record import PausePhase, PauseRecord
 
 POLL_S = 0.1
 
@@ -26,7 +27,7 @@ class PauseController:
                  copies: float, steps: int, out: TextIO | None) -> None:
         self.cluster, self.pause, self.control, self.sampler = cluster, pause, control, sampler
         self.copies, self.steps, self.out = copies, steps, out
-        self.phases: list[dict[str, Any]] = []
+        self.phases: list[PausePhase] = []
         self.drained_ns: int | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"rbench-pause-{cluster}", daemon=True)
@@ -35,18 +36,18 @@ class PauseController:
         self._thread.start()
         return self
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> PauseRecord:
         self._stop.set()
         self._thread.join(5)
         if self.control.paused:          # the stage ended while paused: later stages start consuming
             self.control.pause_consumers(False)
         return self.record()
 
-    def record(self) -> dict[str, Any]:
+    def record(self) -> PauseRecord:
         """What run.json keeps under the cluster's ``pause``."""
-        return {"at_s": self.pause.at, "until_backlog": self.pause.until_backlog, "for_s": self.pause.for_,
-                "drained_below": self.pause.drained_below, "copies_per_message": self.copies,
-                "phases": self.phases, "drained_seen_ns": self.drained_ns}
+        return PauseRecord(at_s=self.pause.at, until_backlog=self.pause.until_backlog, for_s=self.pause.for_,
+                           drained_below=self.pause.drained_below, copies_per_message=self.copies,
+                           phases=tuple(self.phases), drained_seen_ns=self.drained_ns)
 
     def backlog(self) -> tuple[int, str]:
         """Messages waiting in the workload's queues now, and where the figure came from."""
@@ -71,12 +72,12 @@ class PauseController:
             if self._wait(POLL_S):
                 return
         t0 = self.control.board.t0_ns[self.cluster]
-        self.phases.append({"phase": "steady", "start_ns": t0})
+        self.phases.append(PausePhase("steady", t0))
         if self._wait((t0 + self.pause.at * 1e9 - time.time_ns()) / 1e9):
             return
         self.control.pause_consumers(True)
         depth, source = self.backlog()
-        self.phases.append({"phase": "build-up", "start_ns": time.time_ns(), "backlog": depth, "backlog_source": source})
+        self.phases.append(PausePhase("build-up", time.time_ns(), depth, source))
         print(f"rbench: cluster {self.cluster}: consumers paused (backlog {depth:,}, {source})", file=self.out, flush=True)
         if self.pause.for_ is not None:
             if self._wait(self.pause.for_):
@@ -91,7 +92,7 @@ class PauseController:
                     return
         self.control.pause_consumers(False)
         depth, source = self.backlog()
-        self.phases.append({"phase": "drain", "start_ns": time.time_ns(), "backlog": depth, "backlog_source": source})
+        self.phases.append(PausePhase("drain", time.time_ns(), depth, source))
         print(f"rbench: cluster {self.cluster}: consumers resumed (backlog {depth:,}, {source})", file=self.out, flush=True)
         resumed = time.time_ns()
         while not self._wait(POLL_S):

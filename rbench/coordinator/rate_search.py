@@ -22,8 +22,10 @@ import pyarrow.parquet as pq
 
 from rbench.config.load import workload_hash
 from rbench.config.model import RateSearch, Workload
+from rbench.errors import SinkError
 from rbench.samples.generator import judge
-from rbench.samples.layout import committed_parts, counted_attempts
+from rbench.samples.layout import committed_parts
+from rbench.samples.record import read_run_record
 
 
 @dataclass
@@ -76,16 +78,18 @@ def _column(parts: list[str], names: list[str]) -> dict[str, np.ndarray]:
 
 def judge_probe(run_dir: Path, slo_p99_ms: float, consume_ratio: float, producers: int, rate: float) -> Probe:
     """Exact figures of a one-step run, and whether they meet the SLO."""
-    info = json.loads((run_dir / "run.json").read_text())
-    cluster = info["clusters"][0]
-    (step,) = cluster["steps"]
-    lo = int(step["start_ns"] + info.get("warmup_s", 0) * 1e9)
-    hi = int(step["end_ns"])
+    record = read_run_record(run_dir)
+    cluster = record.clusters[0]
+    (step,) = cluster.steps
+    if step.window is None:
+        raise SinkError(f"{run_dir}: probe {record.run_id}: its one step has no window in run.json (it never ran)")
+    start, hi = step.window
+    lo = int(start + record.warmup_s * 1e9)
     window_s = max((hi - lo) / 1e9, 1e-9)
-    run_id = info["run_id"]
-    counted = counted_attempts(info["clusters"])
-    con_parts, _ = committed_parts(run_dir, run_id, "consumed", [cluster["name"]], counted)
-    pub_parts, _ = committed_parts(run_dir, run_id, "published", [cluster["name"]], counted)
+    run_id = record.run_id or run_dir.name
+    counted = record.counted_attempts()
+    con_parts, _ = committed_parts(run_dir, run_id, "consumed", [cluster.name], counted)
+    pub_parts, _ = committed_parts(run_dir, run_id, "published", [cluster.name], counted)
     con = _column(con_parts, ["t_intended", "t_received"])
     pub = _column(pub_parts, ["t_intended", "t_sent"])
     received = con["t_received"]
@@ -97,7 +101,7 @@ def judge_probe(run_dir: Path, slo_p99_ms: float, consume_ratio: float, producer
     lag = (pub["t_sent"][sent_measured] - pub["t_intended"][sent_measured]) / 1e6
     lag_p99 = float(np.percentile(lag, 99)) if lag.size else None
     target = rate * producers
-    figures = [r.get("self_check", {}).get("0") for r in cluster.get("task_results", [])]
+    figures = [r.self_check.get(0) for r in cluster.task_results]
     generator = judge([f for f in figures if f], lag_p99)
     reasons = []
     if consume_rate < consume_ratio * target:

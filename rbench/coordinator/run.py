@@ -22,11 +22,14 @@ from rbench.coordinator import attempts, orphans
 from rbench.coordinator.progress import ProgressPrinter
 from rbench.coordinator.timings import Timings
 from rbench.drivers.base import load_driver
-from rbench.errors import BrokerError, ConfigError, ConnectError, RbenchError
+from rbench.errors import BrokerError, ConfigError, ConnectError, RbenchError, SinkError
 from rbench.live.control import ControlServer
 from rbench.perftest.lines import CsvWriter, PerfTestOutput
 from rbench.plan import cluster_target, default_task_count, expected_queues, plan_run
+from rbench.samples.faults import FaultRecord
+from rbench.samples.record import BrokerMetricsRecord, PauseRecord, RunRecord
 from rbench.samples.runinfo import STOPPED_BY_COUNT, STOPPED_BY_INTERRUPT, STOPPED_BY_SCHEDULE, RunInfo, new_run_id
+from rbench.samples.tasks import TaskResult
 
 PROBE_TIMEOUT_S = 10.0
 
@@ -35,7 +38,7 @@ PROBE_TIMEOUT_S = 10.0
 class RunResult:
     run_dir: Path
     status: str
-    info: dict[str, Any]
+    record: RunRecord          # run.json as written at the end
 
 
 async def _probe(workload: Workload, cluster: str) -> None:
@@ -91,14 +94,14 @@ def _printer(workload: Workload, control: ControlServer, plan: RunPlan, out: Tex
                            perftest=fmt, csv=csv, show=show)
 
 
-def _mark_task_instants(timings: Timings, cluster: str, first_seen: float | None, results: list[dict[str, Any]]) -> None:
+def _mark_task_instants(timings: Timings, cluster: str, first_seen: float | None, results: list[TaskResult]) -> None:
     if first_seen is not None:
         timings.mark(f"{cluster}: first task connected to the coordinator", first_seen)
     for what in ("task started", "connected", "declared", "consumers and publishers ready", "t0 agreed with the other tasks"):
-        times = [r["instants"][what] for r in results if what in r.get("instants", {})]
+        times = [r.instants[what] for r in results if what in r.instants]
         if times:
             timings.mark(f"{cluster}: {what} (last task)", max(times))
-    t0 = min((r["t0_ns"] for r in results if r.get("t0_ns")), default=None)
+    t0 = _first_t0(results)
     if t0:
         timings.mark(f"{cluster}: load started (t0, first message due)", t0 / 1e9)
     end, _ = _load_end(results)
@@ -107,11 +110,25 @@ def _mark_task_instants(timings: Timings, cluster: str, first_seen: float | None
     timings.mark(f"{cluster}: stage ended (samples committed)")
 
 
-def _load_end(results: list[dict[str, Any]]) -> tuple[int | None, str]:
+def _task_results(cluster: str, returned: list[dict[str, Any]]) -> list[TaskResult]:
+    """The stage's results, typed where they arrive (the executor side builds plain dicts: rbench.runtime.task)."""
+    try:
+        return [TaskResult.from_json(r, f"task result {i}") for i, r in enumerate(returned)]
+    except SinkError as exc:
+        raise SinkError(f"cluster {cluster}: a task returned a result this coordinator cannot read "
+                        f"({str(exc).removeprefix('run.json: ')})") from None
+
+
+def _first_t0(results: list[TaskResult]) -> int | None:
+    """The stage's t0: every task of a stage attempt agreed on it at the start gate."""
+    return min((r.t0_ns for r in results if r.t0_ns), default=None)
+
+
+def _load_end(results: list[TaskResult]) -> tuple[int | None, str]:
     """When the cluster's load ended (the last task to stop) and why (rbench.samples.runinfo.STOPPED_BY_*)."""
-    loaded = [r for r in results if r.get("producers")] or results      # tasks with only consumers follow the others
-    ends = [int(r["load_end_ns"]) for r in loaded if r.get("load_end_ns")]
-    reasons = {str(r.get("stopped_by")) for r in loaded if r.get("stopped_by")}
+    loaded = [r for r in results if r.producers] or results      # tasks with only consumers follow the others
+    ends = [r.load_end_ns for r in loaded if r.load_end_ns]
+    reasons = {r.stopped_by for r in loaded if r.stopped_by}
     if STOPPED_BY_INTERRUPT in reasons:
         reason = STOPPED_BY_INTERRUPT
     elif reasons == {STOPPED_BY_COUNT}:
@@ -135,7 +152,9 @@ class _Watchers:
         self.sampler: BrokerSampler | None = None
         self.pauser: PauseController | None = None
         self.faults: FaultController | None = None
-        self.fault_records: list[dict[str, Any]] = []
+        self.fault_records: list[FaultRecord] = []
+        self.pause: PauseRecord | None = None
+        self.broker_metrics: BrokerMetricsRecord | None = None
         if cluster.faults and cluster.fault_control is not None:
             executor = make_executor(cluster.fault_control, target.name)
             problem = executor.check(sorted({f.node for f in cluster.faults}))
@@ -152,17 +171,15 @@ class _Watchers:
             self.pauser = PauseController(target.name, workload.consumer.pause, control, self.sampler, copies,
                                           steps, out).start()
 
-    def stop(self) -> dict[str, Any]:
-        """Stop all; what run.json records for the cluster (broker_metrics, pause). Nodes a fault left
-        down are brought back first; the fault records are left in ``fault_records``."""
-        out: dict[str, Any] = {}
+    def stop(self) -> None:
+        """Stop all; what run.json records for the cluster is left in ``fault_records``, ``pause`` and
+        ``broker_metrics``. Nodes a fault left down are brought back first."""
         if self.faults is not None:
             self.fault_records = self.faults.stop()
         if self.pauser is not None:
-            out["pause"] = self.pauser.stop()
+            self.pause = self.pauser.stop()
         if self.sampler is not None:
-            out["broker_metrics"] = self.sampler.stop()
-        return out
+            self.broker_metrics = self.sampler.stop()
 
 
 class _Interrupts:
@@ -227,9 +244,14 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
     except BaseException:
         control.close()
         raise
-    info = RunInfo(run_dir, plan, workload.model_dump(mode="json", by_alias=True), workload_hash(workload))
-    # a lost task or executor restarts a cluster's stage at most this many times in all (docs/cluster.md)
-    info.data["stage_attempts_allowed"] = spark.stage_attempts_allowed(session)
+    routes = expected_queues(workload)
+    info = RunInfo(run_dir, plan, workload.model_dump(mode="json", by_alias=True), workload_hash(workload),
+                   # a lost task or executor restarts a cluster's stage at most this many times in all (docs/cluster.md)
+                   stage_attempts_allowed=spark.stage_attempts_allowed(session),
+                   # the reduce expects each message once per queue its producer's messages are routed to (fan-out)
+                   routes=routes,
+                   # what a later run deletes should this coordinator die without finishing (rbench.coordinator.orphans)
+                   queues_created=queues_created, coordinator=orphans.Heartbeat.identity())
     control.board.on_restart.append(lambda *a: print(attempts.restart_line(*a), file=out, flush=True))
     groups: dict[str, str] = {}           # cluster → the Spark job group of its stage
 
@@ -239,12 +261,6 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
         if name in groups:
             session.sparkContext.cancelJobGroup(groups[name])
     control.board.on_error.append(no_restart)
-    routes = expected_queues(workload)
-    # the reduce expects each message once per queue its producer's messages are routed to (fan-out)
-    info.data["routes"] = None if routes is None else {str(p): qs for p, qs in routes.items()}
-    # what a later run deletes should this coordinator die without finishing (rbench.coordinator.orphans)
-    info.data["queues_created"] = queues_created or {}
-    info.data["coordinator"] = orphans.Heartbeat.identity()
     heartbeat = orphans.Heartbeat(run_dir).start()
     interrupts = _Interrupts(control, session, out, info)
     interrupts.install()              # before run.json exists: from then on every interrupt reaches the tasks
@@ -269,13 +285,12 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
         if metrics_port is not None or pushgateway:
             live = rm.start(control.board, run_id, workload, plan.driver, metrics_port)
             if live.port is not None:
-                info.data["metrics_endpoint"] = f"http://{host}:{live.port}/metrics"
-                print(f"rbench: run metrics (all tasks merged): {info.data['metrics_endpoint']}", file=out, flush=True)
+                info.set_metrics_endpoint(f"http://{host}:{live.port}/metrics")
+                print(f"rbench: run metrics (all tasks merged): {info.record.metrics_endpoint}", file=out, flush=True)
         for cluster in plan.clusters:
             if interrupts.interrupted:
                 break
-            c = info.cluster(cluster.name)
-            c["status"] = "running"
+            info.set_status(cluster.name, "running")
             info.write()
             print(f"rbench: cluster {cluster.name}: {len(cluster.tasks)} task(s), {plan.producers} producer(s), "
                   f"{plan.consumers} consumer(s), driver {plan.driver}", file=out, flush=True)
@@ -285,31 +300,32 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
             watchers = _Watchers(workload, run_dir, run_id, cluster, control, routes, len(plan.steps), out)
             group = groups[cluster.name] = f"rbench-{run_id}-{cluster.name}"
             control.resolve_stage_attempts(cluster.name, spark.StageAttempts(session, group))
-            results: list[dict[str, Any]] = []
+            results: list[TaskResult] = []
             try:
-                results = spark.submit_barrier_stage(session, list(cluster.tasks), group=group)
+                # the executors' dicts (rbench.runtime.task) become typed here, where they arrive
+                results = _task_results(cluster.name, spark.submit_barrier_stage(session, list(cluster.tasks), group=group))
             except RbenchError:
-                c["status"] = "failed"
+                info.set_status(cluster.name, "failed")
                 reported = control.board.errors.get(cluster.name)
                 if reported is not None:          # the task's own line, not Spark's "job cancelled"
                     raise spark.unwrap_spark_error(RuntimeError(spark.ERROR_MARK + reported)) from None
                 raise
             finally:
-                c.update(watchers.stop())
-                info.data["faults"].extend(watchers.fault_records)
+                watchers.stop()
                 # every run of the stage, which one counts and why the others do not (docs/parquet.md)
-                c["stage_attempts"] = attempts.describe(results, *control.board.cluster_attempts(cluster.name),
-                                                        spark.stage_tasks(session, group))
-            c["task_results"] = results
-            info.set_reconnects(cluster.name, results)
+                info.end_stage(cluster.name, attempts.describe(results, *control.board.cluster_attempts(cluster.name),
+                                                               spark.stage_tasks(session, group)),
+                               watchers.fault_records, watchers.pause, watchers.broker_metrics)
+            info.set_task_results(cluster.name, results, sorted(
+                v for (name, _), v in control.board.metrics_endpoints.items() if name == cluster.name))
             _mark_task_instants(timings, cluster.name, control.board.first_seen.get(cluster.name), results)
-            c["metrics_endpoints"] = sorted(v for (name, _), v in control.board.metrics_endpoints.items() if name == cluster.name)
-            t0 = min((r["t0_ns"] for r in results if r.get("t0_ns")), default=control.board.t0_ns.get(cluster.name))
+            t0 = _first_t0(results) or control.board.t0_ns.get(cluster.name)
             if t0:
                 info.set_windows(cluster.name, t0, *_load_end(results))
-            c["status"] = "interrupted" if any(r.get("interrupted") for r in results) else "complete"
+            cluster_status = "interrupted" if any(r.interrupted for r in results) else "complete"
+            info.set_status(cluster.name, cluster_status)
             info.write()
-            if c["status"] == "interrupted":
+            if cluster_status == "interrupted":
                 status = "interrupted"
         if interrupts.interrupted:
             status = "interrupted"
@@ -317,11 +333,10 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
         status = "interrupted" if interrupts.interrupted else "failed"
         for wc in workload.clusters:
             t0 = control.board.t0_ns.get(wc.name)
-            c = info.cluster(wc.name)
-            if t0 and c["t0_ns"] is None:      # the stage died: the load ended now, as far as we know
+            if t0 and info.cluster(wc.name).t0_ns is None:      # the stage died: the load ended now, as far as we know
                 info.set_windows(wc.name, t0, time.time_ns(), STOPPED_BY_INTERRUPT)
-            if c["status"] == "running":
-                c["status"] = status
+            if info.cluster(wc.name).status == "running":
+                info.set_status(wc.name, status)
         raise
     finally:
         info.finish(status)           # first: nothing below may stop run.json from getting its final status
@@ -331,4 +346,4 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
             rm.finish(live, pushgateway, metrics_linger_s, out, idle=control.idle)
         control.close()
         interrupts.restore()
-    return RunResult(run_dir, status, info.data)
+    return RunResult(run_dir, status, info.record)

@@ -91,7 +91,7 @@ def run_sequence(workload: Workload, options: RunOptions, app: str = "run",
             result = run_workload(workload, options.out, session, tasks=options.tasks, progress=not options.quiet,
                                   timings=timings, metrics_port=options.metrics_port, pushgateway=options.pushgateway,
                                   metrics_linger_s=linger, queues_created=created)
-            loaded = RunOutcome(result.run_dir, result.status, _measured(result.info))
+            loaded = RunOutcome(result.run_dir, result.status, result.record.messages_moved() > 0)
     if isinstance(loaded, SearchRun):
         outcome = _searched(workload, options, session, loaded, announce_reduce)
     else:
@@ -100,13 +100,6 @@ def run_sequence(workload: Workload, options: RunOptions, app: str = "run",
         print("\nwhere the time went:\n" + timings.table())
     sys.stdout.flush()
     return outcome
-
-
-def _measured(info: dict[str, Any]) -> bool:
-    """Did any task send or consume a message (run.json's task_results)? The one place the sequence reads
-    run.json's content: everything else it needs is in RunResult's run_dir and status."""
-    return any(int(r.get("published", 0)) + int(r.get("consumed", 0))
-               for c in info["clusters"] for r in c.get("task_results", []))
 
 
 def _reduced(options: RunOptions, session: Any, timings: Timings, outcome: RunOutcome,

@@ -7,24 +7,25 @@ are printed, with the command that gives the per-step figures.
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, TextIO
 
+from rbench.samples.attempts import restarted_stage_note
 from rbench.samples.conventions import shown_step
-from rbench.samples.runinfo import restarted_stage_note
-
-TOTALS = ("published", "confirmed", "consumed", "nacked", "returned", "timeout", "connection_lost")
+from rbench.samples.record import ClusterRecord, read_run_record
+from rbench.samples.runinfo import STEP_CUT, STEP_NOT_RUN
+from rbench.samples.tasks import TaskCounts
 
 
 def _ms(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}"
 
 
-def cluster_totals(info: dict[str, Any]) -> dict[str, dict[str, int]]:
+
+
+def cluster_totals(clusters: tuple[ClusterRecord, ...]) -> dict[str, TaskCounts]:
     """What the tasks counted per cluster (run.json task_results): every message, warm-up included."""
-    return {c["name"]: {k: sum(int(t.get(k, 0)) for t in c.get("task_results", [])) for k in TOTALS}
-            for c in info["clusters"]}
+    return {c.name: c.counts() for c in clusters}
 
 
 def _n(value: int | None) -> str:
@@ -56,30 +57,30 @@ def fault_line(f: dict[str, Any], with_cluster: bool = False) -> str:
     return line
 
 
-def print_reconnects(cluster: dict[str, Any], out: TextIO | None = None) -> None:
+def print_reconnects(cluster: ClusterRecord, out: TextIO | None = None) -> None:
     """One line per lost connection a task of ``cluster`` rode through (run.json ``reconnects``)."""
-    skipped = sum(int(s.get("skipped_disconnected", 0)) for s in cluster.get("steps", []))
-    for r in cluster.get("reconnects", []):
-        if r["t_back_ns"] is None:
+    skipped = cluster.skipped_disconnected()
+    for r in cluster.reconnects:
+        if r.t_back_ns is None:
             back = "never back"
         else:
-            back = f"back after {(r['t_back_ns'] - r['t_lost_ns']) / 1e9:.2f} s on {r['uri']}"
-        print(f"{cluster['name']} task {r['task']}: connection lost, {back}; {r['in_flight']} in flight "
-              f"(connection_lost), {r['skipped']} scheduled message(s) not sent while disconnected", file=out)
-    if skipped and cluster.get("reconnects"):
-        print(f"{cluster['name']}: {skipped} scheduled message(s) skipped while disconnected in all "
+            back = f"back after {(r.t_back_ns - r.t_lost_ns) / 1e9:.2f} s on {r.uri}"
+        print(f"{cluster.name} task {r.task}: connection lost, {back}; {r.in_flight} in flight "
+              f"(connection_lost), {r.skipped} scheduled message(s) not sent while disconnected", file=out)
+    if skipped and cluster.reconnects:
+        print(f"{cluster.name}: {skipped} scheduled message(s) skipped while disconnected in all "
               f"(run.json steps[].skipped_disconnected)", file=out)
 
 
 def print_summary(run_dir: Path, reduced: Any = None, out: TextIO | None = None) -> None:
     """Print the run's status, its per-step table (from ``reduced``, a ReduceResult) and per-cluster totals."""
-    info = json.loads((run_dir / "run.json").read_text())
-    print(f"\nrun {info['run_id']}: {info['status']}  ({run_dir})", file=out)
+    record = read_run_record(run_dir)
+    print(f"\nrun {record.run_id}: {record.status}  ({run_dir})", file=out)
     steps = list(reduced.steps) if reduced is not None else []
     if steps:
         from rbench.reduce.job import RATE_METHOD
 
-        print(f"per step, after a {info.get('warmup_s', 0):g} s warm-up; {RATE_METHOD}; latency in ms: "
+        print(f"per step, after a {record.warmup_s:g} s warm-up; {RATE_METHOD}; latency in ms: "
               f"end-to-end = received − intended (coordinated-omission corrected), e2e/sent = received − sent, "
               f"confirm = confirmed − sent, late = sent − intended (the generator's own lateness: the part of "
               f"e2e that is not the broker's); exact percentiles over every measured message", file=out)
@@ -97,16 +98,16 @@ def print_summary(run_dir: Path, reduced: Any = None, out: TextIO | None = None)
     for r in steps:
         if r.get("generator_bound"):
             print(f"{r['cluster']} step {shown_step(r['step'])}: GENERATOR-BOUND: {r['generator_note']}", file=out)
-    for c in info["clusters"]:
-        for st in c.get("steps", []):
-            if st.get("status") == "cut":
-                ran = (st["end_ns"] - st["start_ns"]) / 1e9
-                print(f"{c['name']} step {shown_step(st['step'])}: cut after {ran:.1f} s of {st['duration_s']:g} s "
-                      f"({st['cut_by']}); its rates are over the {ran:.1f} s it ran", file=out)
-            elif st.get("status") == "not run":
-                print(f"{c['name']} step {shown_step(st['step'])}: not run ({st['cut_by']} before it started)", file=out)
+    for c in record.clusters:
+        for st in c.steps:
+            if st.status == STEP_CUT and st.window is not None:
+                ran = (st.window[1] - st.window[0]) / 1e9
+                print(f"{c.name} step {shown_step(st.step)}: cut after {ran:.1f} s of {st.duration_s:g} s "
+                      f"({st.cut_by}); its rates are over the {ran:.1f} s it ran", file=out)
+            elif st.status == STEP_NOT_RUN:
+                print(f"{c.name} step {shown_step(st.step)}: not run ({st.cut_by} before it started)", file=out)
     stale = {c["cluster"]: c["stale"] for c in (reduced.clusters if reduced is not None else [])}
-    for name, counts in cluster_totals(info).items():
+    for name, counts in cluster_totals(record.clusters).items():
         mine = [r for r in steps if r["cluster"] == name]
         extra = ""
         if mine:
@@ -114,12 +115,12 @@ def print_summary(run_dir: Path, reduced: Any = None, out: TextIO | None = None)
                      f" (measured messages)")
         if stale.get(name):
             extra += f", stale {stale[name]:,} (left in the queue by an earlier run or stage attempt: ignored)"
-        lost_conn = f", connection lost {counts['connection_lost']}" if counts["connection_lost"] else ""
-        print(f"{name}: published {counts['published']:,}, confirmed {counts['confirmed']:,}, "
-              f"consumed {counts['consumed']:,}, nacked {counts['nacked']}, returned {counts['returned']}, "
-              f"confirm timeouts {counts['timeout']}{lost_conn}{extra}", file=out)
-    for c in info["clusters"]:
-        note = restarted_stage_note(c)
+        lost_conn = f", connection lost {counts.connection_lost}" if counts.connection_lost else ""
+        print(f"{name}: published {counts.published:,}, confirmed {counts.confirmed:,}, "
+              f"consumed {counts.consumed:,}, nacked {counts.nacked}, returned {counts.returned}, "
+              f"confirm timeouts {counts.timeout}{lost_conn}{extra}", file=out)
+    for c in record.clusters:
+        note = restarted_stage_note(c.name, c.stage_attempts)
         if note is not None:
             print(note, file=out)
         print_reconnects(c, out)

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rbench.errors import ConfigError, SinkError
+from rbench.samples.record import RunRecord, read_run_record
 
 META_COLUMNS = ("run_id", "night", "started_at", "added_at", "workload_hash", "rbench_version", "broker_version",
                 "commit", "driver", "run_status", "nodes", "instance_type", "volume_type", "volume_gb", "tasks", "regress")
@@ -71,27 +72,28 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
         raise ConfigError(f"{path}: unreadable {what} ({exc})") from None
 
 
-def _broker_version(run: dict[str, Any], cluster: dict[str, Any]) -> str | None:
-    """Where run.json may say which broker version answered (broker telemetry, issue 16), else None."""
-    for source in (cluster, cluster.get("broker") or {}, run.get("broker") or {}):
-        for key in ("broker_version", "rabbitmq_version", "version"):
-            if isinstance(source, dict) and source.get(key):
-                return str(source[key])
-    return str(run["broker_version"]) if run.get("broker_version") else None
+def _read_run(run_dir: Path) -> RunRecord:
+    """The run's record; a missing or unreadable run.json is a ConfigError here (a bad argument to `history add`)."""
+    if not (run_dir / "run.json").is_file():
+        raise ConfigError(f"{run_dir / 'run.json'}: no run.json (is it a run directory?)")
+    try:
+        return read_run_record(run_dir / "run.json")
+    except SinkError as exc:
+        raise ConfigError(str(exc)) from None
 
 
-def run_metadata(run: dict[str, Any], commit: str | None, broker_version: str | None) -> dict[str, dict[str, Any]]:
+def run_metadata(run: RunRecord, commit: str | None, broker_version: str | None) -> dict[str, dict[str, Any]]:
     """Per cluster: the metadata columns a history row carries."""
-    host = run.get("host") or {}
-    regress = (run.get("workload") or {}).get("regress")
+    regress = run.workload.get("regress")
     out = {}
-    for c in run.get("clusters", []):
-        out[c["name"]] = {
-            "started_at": run.get("started_at"), "workload_hash": run.get("workload_hash"),
-            "rbench_version": host.get("rbench"), "broker_version": broker_version or _broker_version(run, c),
-            "commit": commit, "driver": run.get("driver"), "run_status": run.get("status"),
-            "nodes": c.get("nodes"), "instance_type": c.get("instance_type"), "volume_type": c.get("volume_type"),
-            "volume_gb": None if c.get("volume_gb") is None else float(c["volume_gb"]), "tasks": c.get("tasks"),
+    for c in run.clusters:
+        out[c.name] = {
+            "started_at": run.started_at, "workload_hash": run.workload_hash,
+            "rbench_version": None if run.host is None else run.host.rbench,
+            "broker_version": broker_version or run.broker_version(c),
+            "commit": commit, "driver": run.driver, "run_status": run.status,
+            "nodes": c.nodes, "instance_type": c.instance_type, "volume_type": c.volume_type,
+            "volume_gb": None if c.volume_gb is None else float(c.volume_gb), "tasks": c.tasks,
             "regress": None if regress is None else json.dumps(regress, sort_keys=True),
         }
     return out
@@ -149,10 +151,10 @@ def add_run(history: Path, run_dir: str | Path, report_dir: str | Path | None = 
         night = parse_night(night)
     if (run_dir / "search.json").exists():
         return add_search(history, run_dir, report_dir, night, commit, broker_version, force)
-    run = _read_json(run_dir / "run.json", "run.json (is it a run directory?)")
-    run_id, workload = str(run.get("run_id") or run_dir.name), str(run.get("workload_name") or "unnamed")
-    if run.get("status") != "complete" and not force:
-        raise ConfigError(f"{run_dir}: run status is {run.get('status')!r}, not 'complete': a partial night would read "
+    run = _read_run(run_dir)
+    run_id, workload = run.run_id or run_dir.name, run.workload_name or "unnamed"
+    if run.status != "complete" and not force:
+        raise ConfigError(f"{run_dir}: run status is {run.status!r}, not 'complete': a partial night would read "
                           f"as a regression (--force adds it anyway)")
     report = Path(report_dir) if report_dir is not None else run_dir / "report"
     steps, board = _read_reduce(report, run_dir)
@@ -184,9 +186,9 @@ def _read_reduce(report: Path, run_dir: Path) -> tuple[pa.Table, dict[str, Any]]
     return steps, _read_json(report / "leaderboard.json", "leaderboard.json").get("leaderboard") or {}
 
 
-def _night_of(run: dict[str, Any], run_dir: Path) -> str:
+def _night_of(run: RunRecord, run_dir: Path) -> str:
     """The UTC date the run started: the night it is filed under unless --night says otherwise."""
-    started = str(run.get("started_at") or "")
+    started = run.started_at or ""
     try:
         return dt.datetime.fromisoformat(started).astimezone(dt.timezone.utc).date().isoformat()
     except ValueError:
@@ -223,8 +225,8 @@ def add_search(history: Path, folder: Path, report_dir: str | Path | None = None
     clusters = [c for c in doc.get("clusters") or [] if c.get("probes")]
     if not clusters:
         raise ConfigError(f"{folder}/search.json: no probe ran")
-    first = _read_json(folder / clusters[0]["probes"][0]["run_id"] / "run.json", "run.json of the first probe")
-    started = first.get("started_at")
+    first = _read_run(folder / clusters[0]["probes"][0]["run_id"])
+    started = first.started_at
     night = parse_night(night or _night_of(first, folder))
     rows, meta = [], {}
     for c in clusters:
@@ -234,7 +236,7 @@ def add_search(history: Path, folder: Path, report_dir: str | Path | None = None
         if row is None:
             raise ConfigError(f"{folder}: the reduce has no row of probe {best['run_id']} (cluster {c['cluster']}); "
                               f"reduce the search's probes again")
-        probe = _read_json(folder / best["run_id"] / "run.json", "run.json of a probe")
+        probe = _read_run(folder / best["run_id"])
         meta.update({name: {**m, "started_at": started, "workload_hash": doc.get("workload_hash"), "run_status": status}
                      for name, m in run_metadata(probe, commit, broker_version).items()})
         row.pop("run_id")

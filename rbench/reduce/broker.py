@@ -119,12 +119,11 @@ def load_series(runs: list[Any]) -> list[BrokerSeries]:
     out = []
     for run in runs:
         for c in run.clusters:
-            name, t0 = str(c.get("name")), c.get("t0_ns")
-            if t0 is None:
+            if c.t0_ns is None:
                 continue
-            table = bs.read_broker(run.run_dir, name)
+            table = bs.read_broker(run.run_dir, c.name)
             if table.num_rows:
-                out.append(BrokerSeries(run.run_id, name, int(t0), table))
+                out.append(BrokerSeries(run.run_id, c.name, c.t0_ns, table))
     return out
 
 

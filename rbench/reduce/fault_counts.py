@@ -11,7 +11,7 @@ from rbench.reduce.counting import FIRSTCONF, TLCONF, counts, maxes
 from rbench.reduce.message_checks import FAULT_GROUP, MSG_COUNTS, RUN_GROUP
 from rbench.reduce.plan import Plan
 from rbench.reduce.recovery import first_after
-from rbench.samples.faults import FaultRecord, read_faults
+from rbench.samples.faults import FaultRecord
 
 
 @dataclass
@@ -28,8 +28,7 @@ class FaultCounts:
 
 def run_faults(samples: Any) -> list[tuple[str, FaultRecord]]:
     """(run_id, fault) for every fault of the runs' run.json, in (run, cluster, index) order."""
-    return [(run.run_id, f) for run in samples.runs
-            for f in sorted(read_faults(run.data), key=lambda f: (f.cluster, f.index))]
+    return [(run.run_id, f) for run in samples.runs for f in sorted(run.record.faults, key=lambda f: (f.cluster, f.index))]
 
 
 def fault_counts(plan: Plan, hist: pa.Table | None, msgs: dict[tuple[int, int], dict[str, int]]) -> FaultCounts:

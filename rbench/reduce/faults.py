@@ -3,7 +3,7 @@
 Nothing here scans samples: the per-second counts are the timeline's (plus the ack confirms per second
 the counting pass adds for faulted clusters), the message fates come from the message pass
 (rbench.reduce.fault_counts.FaultCounts), the rules from rbench.reduce.recovery and the clients' reconnects
-from run.json (rbench.samples.faults, rbench.samples.reconnects). A run without faults gets no rows, no files and no section.
+from run.json (its typed record, rbench.samples.record). A run without faults gets no rows, no files and no section.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ import pyarrow.csv as pacsv
 from rbench.errors import SinkError
 from rbench.reduce.fault_counts import FaultCounts
 from rbench.reduce.plan import MAX_FAULTS
+from rbench.reduce.load import RunMeta
 from rbench.reduce.recovery import (
     BACK_SECONDS,
     BACK_SHARE,
@@ -27,8 +28,9 @@ from rbench.reduce.recovery import (
     fault_window,
 )
 from rbench.samples.conventions import shown_step
-from rbench.samples.faults import FaultRecord, read_faults
-from rbench.samples.reconnects import Reconnect, read_reconnects
+from rbench.samples.faults import FaultRecord
+from rbench.samples.reconnects import Reconnect
+from rbench.samples.record import ClusterRecord
 
 FATES = ("lost", "connection_lost", "connection_lost_consumed", "duplicated", "reordered", "redelivered")
 # (column, type, how it is measured): faults.csv/json columns in order; the report prints the method beside each figure
@@ -117,7 +119,7 @@ def _s(t_ns: int | None, t0: int) -> float | None:
     return None if t_ns is None else (t_ns - t0) / 1e9
 
 
-def fault_figures(runs: list[Any], steps: list[dict[str, Any]], timeline: list[dict[str, Any]],
+def fault_figures(runs: list[RunMeta], steps: list[dict[str, Any]], timeline: list[dict[str, Any]],
                   counts: FaultCounts | None) -> tuple[list[dict[str, Any]], list[str]]:
     """One row per fault of the runs' run.json (FIGURES, plus ``series``: the per-second counts around it),
     in (run, cluster, fault start) order, and the notes on faults that could not be measured."""
@@ -125,10 +127,10 @@ def fault_figures(runs: list[Any], steps: list[dict[str, Any]], timeline: list[d
     rows: list[dict[str, Any]] = []
     notes: list[str] = []
     for run in runs:
-        faults = read_faults(run.data)
+        faults = run.record.faults
         if not faults:
             continue
-        clusters = {str(c.get("name")): c for c in run.clusters}
+        clusters = {c.name: c for c in run.clusters}
         for name in sorted({f.cluster for f in faults}):
             mine = sorted((f for f in faults if f.cluster == name), key=lambda f: (f.t_start_ns, f.index))
             c = clusters.get(name)
@@ -140,19 +142,20 @@ def fault_figures(runs: list[Any], steps: list[dict[str, Any]], timeline: list[d
             if len(mine) > MAX_FAULTS:
                 notes.append(f"{run.run_id}: cluster {name}: {len(mine)} faults; message fates only for the first "
                              f"{MAX_FAULTS} by index")
-            t0 = int(c.get("t0_ns") if c.get("t0_ns") is not None else min(s["start_ns"] for s in windows))
-            rows += _cluster_rows(run, name, t0, mine, windows, timeline, counts, notes)
+            t0 = c.t0_ns if c.t0_ns is not None else min(int(s["start_ns"]) for s in windows)
+            rows += _cluster_rows(run, c, t0, mine, windows, timeline, counts, notes)
     return rows, notes
 
 
-def _cluster_rows(run: Any, cluster: str, t0: int, faults: list[FaultRecord], windows: list[dict[str, Any]],
+def _cluster_rows(run: RunMeta, c: ClusterRecord, t0: int, faults: list[FaultRecord], windows: list[dict[str, Any]],
                   timeline: list[dict[str, Any]], counts: FaultCounts, notes: list[str]) -> list[dict[str, Any]]:
+    cluster = c.name
     tl = [t for t in timeline if t["run_id"] == run.run_id and t["cluster"] == cluster]
     consumed = {int(t["second"]): int(t["consumed"]) for t in tl}
     published = {int(t["second"]): int(t["published"]) for t in tl}
     confirmed = counts.confirmed.get((run.run_id, cluster), {})
     last_second = max([*consumed, *published, *confirmed], default=-1)
-    reconnects = read_reconnects(run.data, cluster)
+    reconnects = c.reconnects_by_loss()
     load_end = max(int(s["end_ns"]) for s in windows)
     run_fates = counts.run_fates.get((run.run_id, cluster))
     disturbed: list[tuple[int, int]] = []

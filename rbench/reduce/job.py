@@ -7,7 +7,7 @@ prices from costs; rbench.report renders them and needs no Spark.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ from rbench.errors import ConfigError, SinkError
 from rbench.reduce import broker as brokermod
 from rbench.reduce import costs as costmod
 from rbench.reduce import leaderboard as lb
-from rbench.reduce.load import check_same_workload, load_samples, read_run
+from rbench.reduce.load import RunMeta, check_same_workload, load_samples, read_run
 from rbench.reduce.metrics import LATENCIES, PERCENTILE_METHOD
 from rbench.reduce.stats import reduce_samples
 from rbench.samples.conventions import STALE_MEANING, STEP_NUMBERING, shown_step, stale_note
@@ -83,7 +83,7 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
         session = partial(local_session, master, app_name="rbench-reduce")
     samples = load_samples(session, list(run_dirs), force=force)
     mark("samples listed, footers checked")
-    cluster_entries = [c for r in samples.runs for c in r.clusters]
+    cluster_entries = [c.to_json() for r in samples.runs for c in r.clusters]    # costs also price workload clusters
     costs, cost_notes = costmod.cluster_costs(cluster_entries, prices)
     notes = list(samples.notes) + cost_notes
     try:
@@ -138,15 +138,10 @@ def _no_mark(what: str) -> None:
     """The default ``mark``: nobody asked where the seconds went."""
 
 
-def _check_faults(run: Any) -> bool:
-    """Whether run.json lists faults; its faults and reconnects are read once here so a malformed entry is one
-    error line before a JVM starts (rbench.samples.faults, rbench.samples.reconnects)."""
-    from rbench.samples.faults import read_faults
-    from rbench.samples.reconnects import read_reconnects
-
-    for c in run.clusters:
-        read_reconnects(run.data, str(c.get("name")))
-    return bool(read_faults(run.data))
+def _check_faults(run: RunMeta) -> bool:
+    """Whether run.json lists faults (read_run parsed them, with the reconnects: a malformed entry was one
+    error line before a JVM starts)."""
+    return bool(run.record.faults)
 
 
 BROKER_METHOD = ("broker samples (broker/ Parquet, docs/broker.md) on the client's time axis (s since the cluster's t0): "
@@ -158,16 +153,15 @@ BROKER_METHOD = ("broker samples (broker/ Parquet, docs/broker.md) on the client
 
 
 def _phases(samples: Any, series: list[brokermod.BrokerSeries]) -> list[dict[str, Any]]:
-    if not any(c.get("pause") for r in samples.runs for c in r.clusters):
+    if not any(c.pause is not None and c.pause.phases for r in samples.runs for c in r.clusters):
         return []
     from rbench.reduce.phases import phase_figures
     return phase_figures(samples, series)
 
 
-def _unsampled(runs: list[Any], series: list[brokermod.BrokerSeries]) -> list[tuple[str, str]]:
+def _unsampled(runs: list[RunMeta], series: list[brokermod.BrokerSeries]) -> list[tuple[str, str]]:
     have = {(s.run_id, s.cluster) for s in series}
-    return [(r.run_id, str(c.get("name"))) for r in runs for c in r.clusters
-            if c.get("t0_ns") is not None and (r.run_id, str(c.get("name"))) not in have]
+    return [(r.run_id, c.name) for r in runs for c in r.clusters if c.t0_ns is not None and (r.run_id, c.name) not in have]
 
 
 def _write_broker_outputs(out_dir: Path, broker: pa.Table, phases: list[dict[str, Any]]) -> None:
@@ -192,17 +186,17 @@ SELF_CHECK_COLUMNS = (("gen_cpu_max", pa.float64()), ("gen_loop_lag_p99_ms", pa.
                       ("gen_window_full_min", pa.float64()), ("generator_bound", pa.bool_()), ("generator_note", pa.string()))
 
 
-def _self_check(table: pa.Table, steps: list[dict[str, Any]], runs: list[Any]) -> pa.Table:
+def _self_check(table: pa.Table, steps: list[dict[str, Any]], runs: list[RunMeta]) -> pa.Table:
     """Each step's generator self-check (what the tasks measured, in run.json) and its verdict.
 
     The verdict (rbench.samples.generator.judge) needs the step's exact send lag, which only the
     reduce has; runs written before the self-check existed get nulls, not a false "fine"."""
-    figures: dict[tuple[str, str, int], list[dict[str, float]]] = {}
+    figures: dict[tuple[str, str, int], list[Mapping[str, float]]] = {}
     for run in runs:
         for c in run.clusters:
-            for result in c.get("task_results") or []:
-                for step, f in (result.get("self_check") or {}).items():
-                    figures.setdefault((run.run_id, str(c.get("name")), int(step)), []).append(f)
+            for result in c.task_results:
+                for step, f in result.self_check.items():
+                    figures.setdefault((run.run_id, c.name, step), []).append(f)
     for s in steps:
         tasks = figures.get((s["run_id"], s["cluster"], int(s["step"])))
         if not tasks:
@@ -231,11 +225,11 @@ def _step_notes(steps: list[dict[str, Any]]) -> list[str]:
     return notes
 
 
-def _meta(runs: list[Any], board: dict[str, Any]) -> dict[str, Any]:
+def _meta(runs: list[RunMeta], board: dict[str, Any]) -> dict[str, Any]:
     return {
-        "runs": [{"run_id": r.run_id, "status": r.status, "workload_name": r.data.get("workload_name"),
-                  "workload_hash": r.workload_hash, "warmup_s": r.warmup_s, "driver": r.data.get("driver"),
-                  "started_at": r.data.get("started_at"), "ended_at": r.data.get("ended_at"), "clock": r.data.get("clock"),
+        "runs": [{"run_id": r.run_id, "status": r.status, "workload_name": r.record.workload_name,
+                  "workload_hash": r.workload_hash, "warmup_s": r.warmup_s, "driver": r.record.driver,
+                  "started_at": r.record.started_at, "ended_at": r.record.ended_at, "clock": r.record.clock,
                   "dir": str(r.run_dir)} for r in runs],
         "percentile_method": PERCENTILE_METHOD,
         "rate_method": RATE_METHOD,

@@ -9,7 +9,6 @@ up in the report.
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -23,8 +22,10 @@ from pyspark.sql.pandas.types import from_arrow_schema
 
 from rbench.errors import SinkError
 from rbench.samples import layout, schema
+from rbench.samples.attempts import restarted_stage_note
 from rbench.samples.conventions import shown_step
-from rbench.samples.runinfo import restarted_stage_note
+from rbench.samples.record import ClusterRecord, RunRecord, read_run_record
+from rbench.samples.runinfo import STEP_CUT
 
 # the run's Parquet contract, as the recorder writes it (one definition, rbench.samples.schema)
 PUBLISHED_SCHEMA = from_arrow_schema(schema.PUBLISHED_SCHEMA)
@@ -33,30 +34,30 @@ CONSUMED_SCHEMA = from_arrow_schema(schema.CONSUMED_SCHEMA)
 
 @dataclass
 class RunMeta:
-    """run.json of one run plus where it lives."""
+    """run.json of one run (its typed record) plus where it lives."""
 
     run_dir: Path
-    data: dict[str, Any]
+    record: RunRecord
 
     @property
     def run_id(self) -> str:
-        return str(self.data.get("run_id") or self.run_dir.name)
+        return self.record.run_id or self.run_dir.name
 
     @property
     def status(self) -> str:
-        return str(self.data.get("status") or "unknown")
+        return self.record.status or "unknown"
 
     @property
     def warmup_s(self) -> float:
-        return float(self.data.get("warmup_s") or 0.0)
+        return float(self.record.warmup_s)
 
     @property
     def workload_hash(self) -> str | None:
-        return self.data.get("workload_hash")
+        return self.record.workload_hash
 
     @property
-    def clusters(self) -> list[dict[str, Any]]:
-        return list(self.data.get("clusters") or [])
+    def clusters(self) -> tuple[ClusterRecord, ...]:
+        return self.record.clusters
 
 
 @dataclass
@@ -103,20 +104,14 @@ class Samples:
 
 
 def read_run(run_dir: str | Path) -> RunMeta:
-    """Parse ``run_dir/run.json``; SinkError (one line) when it is missing or not JSON."""
+    """Parse ``run_dir/run.json``; SinkError (one line) when it is missing, not JSON, of an unknown schema
+    version or malformed (rbench.samples.record.read_run_record)."""
     path = Path(run_dir)
     if not path.is_dir():
         raise SinkError(f"{path}: no such run directory")
-    meta = path / "run.json"
-    if not meta.is_file():
+    if not (path / "run.json").is_file():
         raise SinkError(f"{path}: no run.json (not a run directory, or the run never started)")
-    try:
-        data = json.loads(meta.read_text())
-    except (OSError, ValueError) as exc:
-        raise SinkError(f"{meta}: unreadable run.json ({exc})") from None
-    if not isinstance(data, dict) or not isinstance(data.get("clusters"), list):
-        raise SinkError(f"{meta}: run.json has no 'clusters' list")
-    return RunMeta(path, data)
+    return RunMeta(path, read_run_record(path / "run.json"))
 
 
 def check_same_workload(runs: list[RunMeta], force: bool = False) -> list[str]:
@@ -141,8 +136,8 @@ def check_same_workload(runs: list[RunMeta], force: bool = False) -> list[str]:
 def committed_parts(run: RunMeta, kind: str) -> tuple[list[str], list[str]]:
     """Part files of the attempt that counts for every (cluster, task) (run.json's, else the last committed), and
     notes on the rest."""
-    return layout.committed_parts(run.run_dir, run.run_id, kind, [str(c.get("name")) for c in run.clusters],
-                                  layout.counted_attempts(run.clusters))
+    return layout.committed_parts(run.run_dir, run.run_id, kind, [c.name for c in run.clusters],
+                                  run.record.counted_attempts())
 
 
 def verify_parquet(files: list[str]) -> int:
@@ -168,20 +163,20 @@ def window_notes(runs: list[RunMeta]) -> list[str]:
     notes: list[str] = []
     for run in runs:
         for c in run.clusters:
-            for s in c.get("steps") or []:
-                start, end = s.get("start_ns"), s.get("end_ns")
-                where = f"{run.run_id}: cluster {c.get('name')} step {shown_step(s.get('step', 0))}"
-                if start is None or end is None:
-                    why = f" (the load stopped before it: {s['cut_by']})" if s.get("cut_by") else " (no window in run.json)"
+            for s in c.steps:
+                where = f"{run.run_id}: cluster {c.name} step {shown_step(s.step)}"
+                if s.window is None:
+                    why = f" (the load stopped before it: {s.cut_by})" if s.cut_by else " (no window in run.json)"
                     notes.append(f"{where} not run{why}")
                     continue
-                if s.get("status") == "cut":
-                    notes.append(f"{where} cut after {(end - start) / 1e9:.1f} s of its planned {s.get('duration_s', 0):g} s "
-                                 f"({s.get('cut_by')}): its rates are over the {(end - start) / 1e9:.1f} s it ran")
+                start, end = s.window
+                if s.status == STEP_CUT:
+                    notes.append(f"{where} cut after {(end - start) / 1e9:.1f} s of its planned {s.duration_s:g} s "
+                                 f"({s.cut_by}): its rates are over the {(end - start) / 1e9:.1f} s it ran")
                 meas = int(start + run.warmup_s * 1e9)
                 window_s = (end - meas) / 1e9
                 if window_s <= 0:
-                    notes.append(f"{run.run_id}: cluster {c.get('name')} step {shown_step(s.get('step', 0))}: "
+                    notes.append(f"{run.run_id}: cluster {c.name} step {shown_step(s.step)}: "
                                  f"warm-up {run.warmup_s:g} s "
                                  f"is as long as the step; no measurement window")
     return notes
@@ -193,15 +188,14 @@ def window_rows(runs: list[RunMeta]) -> list[tuple[Any, ...]]:
     rows: list[tuple[Any, ...]] = []
     for run in runs:
         for c in run.clusters:
-            t0 = c.get("t0_ns")
-            for s in c.get("steps") or []:
-                start, end = s.get("start_ns"), s.get("end_ns")
-                if start is None or end is None:
+            for s in c.steps:
+                if s.window is None:
                     continue
+                start, end = s.window
                 meas = int(start + run.warmup_s * 1e9)
-                target = s.get("target_rate")
-                rows.append((run.run_id, str(c.get("name")), int(s.get("step", 0)), None if target is None else float(target),
-                             int(start), int(end), meas, (end - meas) / 1e9, run.warmup_s, int(t0 if t0 is not None else start)))
+                target = s.target_rate
+                rows.append((run.run_id, c.name, s.step, None if target is None else float(target),
+                             start, end, meas, (end - meas) / 1e9, run.warmup_s, c.t0_ns if c.t0_ns is not None else start))
     return rows
 
 
@@ -214,7 +208,8 @@ def load_samples(spark: SparkSession | Callable[[], SparkSession], run_dirs: lis
     for run in runs:
         if run.status != "complete":
             notes.append(f"{run.run_id}: run status is '{run.status}' (not complete): later steps may be partial or empty")
-        notes += [f"{run.run_id}: {line}" for c in run.clusters if (line := restarted_stage_note(c)) is not None]
+        notes += [f"{run.run_id}: {line}" for c in run.clusters
+                  if (line := restarted_stage_note(c.name, c.stage_attempts)) is not None]
     pub_files: list[str] = []
     con_files: list[str] = []
     pub_groups: list[tuple[str, str, list[str]]] = []

@@ -23,9 +23,8 @@ def routes_of(samples: Any) -> dict[str, dict[int, list[str]]]:
     several). A run without routes (older runs, or routing rbench cannot know) expects one copy in any queue."""
     out: dict[str, dict[int, list[str]]] = {}
     for run in samples.runs:
-        routes = run.data.get("routes")
-        if isinstance(routes, dict) and routes:
-            out[run.run_id] = {int(p): [str(q) for q in qs] for p, qs in routes.items()}
+        if run.record.routes:
+            out[run.run_id] = {p: list(qs) for p, qs in run.record.routes.items()}
     return out
 
 

@@ -20,6 +20,7 @@ import numpy as np
 from pyspark.sql import functions as F
 
 from rbench.reduce.broker import BrokerSeries
+from rbench.samples.record import PauseRecord
 from rbench.samples.schema import MAY_BE_DELIVERED
 
 BUCKET_NS = 100_000_000
@@ -52,20 +53,19 @@ def phase_figures(samples: Any, series: list[BrokerSeries]) -> list[dict[str, An
     out: list[dict[str, Any]] = []
     for run in samples.runs:
         for c in run.clusters:
-            pause, t0 = c.get("pause"), c.get("t0_ns")
-            if not pause or not pause.get("phases") or t0 is None:
+            if c.pause is None or not c.pause.phases or c.t0_ns is None:
                 continue
-            key = (run.run_id, str(c.get("name")))
-            end_ns = int(c.get("load_end_ns") or c["steps"][-1].get("end_ns") or 0)
-            out += _cluster_phases(key, int(t0), end_ns, pause, by_key.get(key), pubs.get(key), cons.get(key))
+            key = (run.run_id, c.name)
+            end_ns = c.load_end() or 0
+            out += _cluster_phases(key, c.t0_ns, end_ns, c.pause, by_key.get(key), pubs.get(key), cons.get(key))
     return out
 
 
-def _cluster_phases(key: tuple[str, str], t0: int, end_ns: int, pause: dict[str, Any], s: BrokerSeries | None,
+def _cluster_phases(key: tuple[str, str], t0: int, end_ns: int, pause: PauseRecord, s: BrokerSeries | None,
                     pub: Any, con: Any) -> list[dict[str, Any]]:
-    phases = pause["phases"]
-    copies = float(pause.get("copies_per_message") or 1.0)
-    threshold = float(pause.get("drained_below") or 0)
+    phases = pause.phases
+    copies = float(pause.copies_per_message or 1.0)
+    threshold = float(pause.drained_below)
     # client counts in 0.1 s buckets since t0: copies expected (published × copies) and copies received
     sent = _bucket_counts(pub.where(F.col("outcome").isin(*MAY_BE_DELIVERED)), "t_sent", t0) if pub is not None else {}
     recv = _bucket_counts(con.where(F.col("t_intended") >= F.lit(t0)), "t_received", t0) if con is not None else {}
@@ -75,14 +75,14 @@ def _cluster_phases(key: tuple[str, str], t0: int, end_ns: int, pause: dict[str,
     client_backlog = np.maximum(cum_sent - cum_recv, 0)
     bucket_end_ns = t0 + (np.arange(hi + 1) + 1) * BUCKET_NS
 
-    bounds = [int(p["start_ns"]) for p in phases] + [max(end_ns, int(phases[-1]["start_ns"]))]
+    bounds = [p.start_ns for p in phases] + [max(end_ns, phases[-1].start_ns)]
     lat = _phase_latency(con, t0, bounds) if con is not None else {}
     rows = []
     for i, p in enumerate(phases):
         start, stop = bounds[i], bounds[i + 1]
         row: dict[str, Any] = {k: None for k in [*PHASE_COLUMNS]}
-        row.update({"run_id": key[0], "cluster": key[1], "phase": p["phase"], "start_s": (start - t0) / 1e9,
-                    "end_s": (stop - t0) / 1e9, "duration_s": (stop - start) / 1e9, "backlog_at_start": p.get("backlog"),
+        row.update({"run_id": key[0], "cluster": key[1], "phase": p.phase, "start_s": (start - t0) / 1e9,
+                    "end_s": (stop - t0) / 1e9, "duration_s": (stop - start) / 1e9, "backlog_at_start": p.backlog,
                     **lat.get(i, {})})
         in_phase = (bucket_end_ns > start) & (bucket_end_ns <= stop)
         if in_phase.any():
@@ -91,13 +91,13 @@ def _cluster_phases(key: tuple[str, str], t0: int, end_ns: int, pause: dict[str,
             t, d = s.depth_samples(start, stop)
             if d.size:
                 row["peak_backlog"] = float(d.max())
-            if p["phase"] == "build-up" and d.size > 1 and t[-1] > t[0]:
+            if p.phase == "build-up" and d.size > 1 and t[-1] > t[0]:
                 row["buildup_rate"] = float((d[-1] - d[0]) / ((t[-1] - t[0]) / 1e9))
-        if p["phase"] == "build-up" and in_phase.sum() > 1:
+        if p.phase == "build-up" and in_phase.sum() > 1:
             idx = np.flatnonzero(in_phase)
             span = (idx[-1] - idx[0]) * BUCKET_NS / 1e9
             row["buildup_rate_client"] = float((client_backlog[idx[-1]] - client_backlog[idx[0]]) / span)
-        if p["phase"] == "drain":
+        if p.phase == "drain":
             if s is not None:
                 t, d = s.depth_samples(start)
                 under = np.flatnonzero(d <= threshold)

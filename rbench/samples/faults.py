@@ -1,7 +1,7 @@
 """run.json's ``faults``: every fault action the coordinator executed, one record each (docs/faults.md).
 
-The coordinator writes these records and the reduce reads them back through :func:`read_faults`, so
-the shape is stated once, here. Times are ``time.time_ns()`` wall clock, like the samples':
+The coordinator writes these records and the reduce reads them back as part of the run record
+(rbench.samples.record), so the shape is stated once, here. Times are ``time.time_ns()`` wall clock, like the samples':
 ``t_start_ns``/``t_end_ns`` bracket the fault action (the kill, the graceful stop, the SIGSTOP, or a
 restart's stop), ``t_back_start_ns``/``t_back_end_ns`` the action that brought the node back (start,
 resume, or a restart's start); they are null when the node was never brought back (the back
@@ -9,13 +9,10 @@ action was not reached). A fault that never started (the run ended first) has no
 """
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Any
 
-from rbench.errors import SinkError
 from rbench.faults.terms import FAULT_ACTIONS
 
 _FIELDS: dict[str, tuple[type, ...]] = {
@@ -69,22 +66,3 @@ class FaultRecord:
         """From the start of the fault to the moment the node was back (None: never brought back)."""
         return self.t_start_ns, self.t_back_end_ns
 
-
-def read_faults(run: Path | str | Mapping[str, Any], cluster: str | None = None) -> list[FaultRecord]:
-    """The fault records of a run (its directory, its run.json, or run.json already loaded), in the
-    order they were executed; only ``cluster``'s when given. Runs from before faults existed have none."""
-    source = "run.json"
-    try:
-        if isinstance(run, Mapping):
-            info: Mapping[str, Any] = run
-        else:
-            path = Path(run)
-            path = path / "run.json" if path.is_dir() else path
-            source = str(path)
-            info = json.loads(path.read_text())
-        records = [FaultRecord.from_json(r, f"faults[{i}]") for i, r in enumerate(info.get("faults") or [])]
-    except OSError as exc:
-        raise SinkError(f"cannot read {source}: {exc.strerror or exc}") from None
-    except ValueError as exc:          # json.JSONDecodeError is one
-        raise SinkError(f"{source}: {exc}") from None
-    return [r for r in records if cluster is None or r.cluster == cluster]

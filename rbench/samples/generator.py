@@ -6,6 +6,7 @@ and per step); docs/timing.md explains the rule and its thresholds.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 CPU_BOUND = 0.9                # a task at ≥ 90 % of one core is the limit
@@ -26,7 +27,7 @@ def live_flag(figures: dict[str, Any]) -> str | None:
     return None
 
 
-def judge(tasks: list[dict[str, float]], send_lag_p99_ms: float | None) -> str | None:
+def judge(tasks: Sequence[Mapping[str, float]], send_lag_p99_ms: float | None) -> str | None:
     """The verdict for one step: None, or why the generator (not the broker) was the limit.
 
     ``tasks``: each task's figures for the step (``SelfCheck.steps()``); ``send_lag_p99_ms``: the

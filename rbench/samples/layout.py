@@ -33,26 +33,12 @@ def read_marker(path: Path) -> dict[str, Any]:
         return {}
 
 
-def counted_attempts(clusters: list[dict[str, Any]]) -> dict[tuple[str, int], int]:
-    """(cluster, task) → the task attempt whose samples count, from run.json's clusters.
-
-    A cluster's ``task_results`` are what its Spark stage returned: only the last attempt of a
-    restarted stage returns results, so these are the attempts that share the cluster's t0 and
-    step windows. Tasks without a result (a failed stage, an older run.json) are not listed."""
-    counted: dict[tuple[str, int], int] = {}
-    for c in clusters:
-        for r in c.get("task_results") or []:
-            if isinstance(r, dict) and r.get("task") is not None and r.get("attempt") is not None:
-                counted[(str(c.get("name")), int(r["task"]))] = int(r["attempt"])
-    return counted
-
-
 def committed_parts(run_dir: Path, run_id: str, kind: str, clusters: list[str],
                     counted: dict[tuple[str, int], int] | None = None) -> tuple[list[str], list[str]]:
     """Part files of the one attempt that counts for every (cluster, task), and a note on all else skipped.
 
-    ``counted`` (``counted_attempts`` of run.json) names that attempt; a task it does not name
-    falls back to its committed attempt with the highest id."""
+    ``counted`` (run.json's: rbench.samples.record.RunRecord.counted_attempts) names that attempt; a task
+    it does not name falls back to its committed attempt with the highest id."""
     notes: list[str] = []
     files: list[str] = []
     counted = counted or {}

@@ -53,7 +53,7 @@ def test_every_source_samples_node_and_queue_figures(tmp_path: Path, amqp_url: s
                      ("prometheus", "erlang_runtime_seconds_total"), ("amqp", "messages_ready"),
                      ("proc", "cpu_seconds_total")]:
         assert expected in got, expected
-    assert sampler.samples >= 3 and sampler.summary()["sources"] == ["management", "prometheus", "amqp"]
+    assert sampler.samples >= 3 and sampler.summary().to_json()["sources"] == ["management", "prometheus", "amqp"]
     queue_rows = table.filter(pc.equal(table["source"], "amqp"))
     assert set(queue_rows["queue"].to_pylist()) == {unique_name}
     cpu = table.filter(pc.equal(table["metric"], "cpu_seconds_total"))["value"].to_pylist()
@@ -68,7 +68,7 @@ def test_unreachable_ports_cost_one_warning_line(tmp_path: Path, amqp_url: str, 
     assert len(lines) == 1, printed
     assert "cluster local: broker metrics unreachable (management:" in lines[0] and "prometheus:" in lines[0]
     assert "guest" not in printed
-    summary = sampler.summary()
+    summary = sampler.summary().to_json()          # as run.json keeps it
     assert set(summary["unreachable"]) == {"management", "prometheus"} and summary["sources"] == ["amqp"]
 
 
@@ -89,7 +89,7 @@ def test_listed_endpoints_are_each_sampled_and_management_falls_over(tmp_path: P
     cfg = BrokerMetrics(interval=0.5, management_urls=[f"http://127.0.0.1:{dead}/api", "http://127.0.0.1:15672/api/"],
                         prometheus_urls=[f"http://127.0.0.1:{dead}/metrics", "http://127.0.0.1:15692/metrics"])
     sampler, printed = _sample(tmp_path, amqp_url, unique_name, cfg, 2)
-    assert printed == "" and sampler.summary()["sources"] == ["management", "prometheus", "amqp"]
+    assert printed == "" and sampler.summary().to_json()["sources"] == ["management", "prometheus", "amqp"]
     table = read_broker(tmp_path, "local")
     sources = set(table["source"].to_pylist())
     assert {"management", "prometheus"} <= sources

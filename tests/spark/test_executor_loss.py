@@ -36,7 +36,8 @@ from rbench.coordinator.summary import print_summary
 from rbench.drivers.amqp091 import Amqp091Driver
 from rbench.errors import RbenchError
 from rbench.reduce.job import reduce_runs
-from rbench.samples.layout import COMMITTED, committed_parts, counted_attempts
+from rbench.samples.layout import COMMITTED, committed_parts
+from rbench.samples.record import RunRecord
 from tests.runhelpers import keys, run_json, workload_dict
 from tests.standalone import ROOT, SPARK_SUBMIT, spark_submit_env, wait_for
 
@@ -93,7 +94,7 @@ def test_a_killed_python_worker_restarts_the_stage_and_nothing_counts_twice(
     assert "Spark restarted the stage" in stdout and "the Spark stage ran 2 times" in stdout
 
     # each (cluster, task) is read once: the counted attempts; the dead ones are there, uncommitted, ignored
-    counted_ids = counted_attempts(info["clusters"])
+    counted_ids = RunRecord.from_json(info).counted_attempts()
     assert counted_ids == {("local", t): a for t, a in results.items()}
     for kind in ("published", "consumed"):
         for task, attempts in ((0, {killed_attempt, results[0]}), (1, {by_task[1]["attempt"], results[1]})):

@@ -16,6 +16,7 @@ from rbench.cli import main
 from rbench.config.load import workload_from_dict
 from rbench.coordinator.run import run_workload
 from rbench.reduce.job import reduce_runs
+from rbench.samples.record import RunRecord
 from tests.runhelpers import keys, read, run_json, workload_dict
 
 DRIVER = "aiopika"
@@ -34,6 +35,9 @@ def test_ten_seconds_at_2x1000_reaches_target_within_one_percent(spark, amqp_url
     assert result.status == "complete"
     info = run_json(result.run_dir)
     assert info["status"] == "complete" and info["clusters"][0]["tasks"] == 2
+    # the run record reads a real run.json and writes it back byte for byte (rbench.samples.record)
+    assert RunRecord.from_json(info).to_json() == info and result.record == RunRecord.from_json(info)
+    assert json.dumps(result.record.to_json(), indent=2) == (result.run_dir / "run.json").read_text()
     assert info["clusters"][0]["steps"][0]["start_ns"] == info["clusters"][0]["t0_ns"]
     published, consumed = read(result.run_dir, "published"), read(result.run_dir, "consumed")
     # Parquet rows equal message counts, and every sequence number arrives exactly once

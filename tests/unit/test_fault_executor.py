@@ -15,7 +15,8 @@ from rbench.coordinator.faults import FaultController
 from rbench.errors import SinkError
 from rbench.faults.executor import ActionResult, CommandExecutor, LocalExecutor, make_executor, run_command, script_path
 from rbench.faults.terms import local_index, local_node_names
-from rbench.samples.faults import FaultRecord, read_faults
+from rbench.samples.faults import FaultRecord
+from rbench.samples.record import read_faults
 
 
 def executor(commands: dict[str, str], timeout_s: float = 10.0) -> CommandExecutor:
@@ -161,7 +162,7 @@ def test_faults_run_at_their_time_after_t0_and_bring_the_node_back() -> None:
     assert ex.calls == []                              # nothing before the load starts
     t0[0] = time.time_ns()
     time.sleep(0.8)
-    records = c.stop()
+    records = [r.to_json() for r in c.stop()]        # as run.json keeps them
     assert [(v, n) for v, n, _ in ex.calls] == [("stop", "rabbit-3"), ("start", "rabbit-3"), ("kill", "rabbit-2"),
                                                   ("start", "rabbit-2")]
     kill = next(r for r in records if r["index"] == 0)
@@ -183,7 +184,7 @@ def test_a_node_still_down_when_the_run_ends_is_brought_back_then() -> None:
     time.sleep(0.3)
     assert sorted((v, n) for v, n, _ in ex.calls) == [("pause", "rabbit-2"), ("stop", "rabbit-3")]
     stopped = time.time_ns()
-    records = c.stop()
+    records = [r.to_json() for r in c.stop()]        # as run.json keeps them
     assert sorted((v, n) for v, n, _ in ex.calls[2:]) == [("resume", "rabbit-2"), ("start", "rabbit-3")]
     assert all(r["t_back_start_ns"] >= stopped for r in records)
     assert sorted(r["index"] for r in records) == [0, 1]           # the kill at 60 s never started: no record
@@ -193,7 +194,7 @@ def test_a_failed_fault_is_recorded_and_the_node_is_still_brought_back() -> None
     ex = FakeExecutor(fail=("kill",))
     c = controller([FaultPlan(0, "kill", "rabbit-2", 0.0, 0.1)], ex, [time.time_ns()])
     time.sleep(0.3)
-    (record,) = c.stop()
+    (record,) = [r.to_json() for r in c.stop()]
     assert [v for v, _, _ in ex.calls] == ["kill", "start"]
     assert record["ok"] is False and record["error"] == "kill rabbit-2: exit 1"
 
@@ -221,7 +222,7 @@ def test_read_faults_reads_run_json_back_typed(tmp_path: Path) -> None:
     ex = FakeExecutor()
     c = controller([FaultPlan(0, "kill", "rabbit-2", 0.0, 0.05)], ex, [time.time_ns()])
     time.sleep(0.3)
-    records = c.stop()
+    records = [r.to_json() for r in c.stop()]        # as run.json keeps them
     (tmp_path / "run.json").write_text(json.dumps({"faults": records + [dict(records[0], cluster="other")]}))
     (r,) = read_faults(tmp_path, cluster="local")
     assert isinstance(r, FaultRecord) and r.action == "kill" and r.node == "rabbit-2" and r.ok

@@ -9,8 +9,7 @@ import pytest
 from rbench.coordinator.summary import fault_line
 from rbench.errors import SinkError
 from rbench.reduce.recovery import consume_recovery, fault_window, first_after
-from rbench.samples.faults import read_faults
-from rbench.samples.reconnects import read_reconnects
+from rbench.samples.record import read_faults, read_reconnects
 
 S = 1_000_000_000
 T0 = 1_790_000_000 * S

@@ -85,7 +85,7 @@ def test_the_heartbeat_keeps_its_file_fresh_and_removes_it_at_stop(tmp_path: Pat
     beat.stop()
     assert not path.exists()
     ident = orphans.Heartbeat.identity()
-    assert ident["pid"] == os.getpid() and ident["hostname"]
+    assert ident.pid == os.getpid() and ident.hostname
 
 
 def test_a_rate_search_probe_one_folder_deeper_is_found_too(tmp_path: Path) -> None:

@@ -18,7 +18,9 @@ from rbench.live.control import ProgressBoard
 from rbench.live.control.wire import Progress, Reconnecting, Started
 from rbench.runtime.reconnect import Reconnect, Reconnector, failover
 from rbench.runtime.schedule import Segment, due_times, slot_at
+from rbench.samples.record import read_run_record
 from rbench.samples.runinfo import RunInfo
+from rbench.samples.tasks import TaskResult
 from tests.loops import LoopRunner
 
 A, B, C = (f"amqp://u:secret@node-{n}:5672/" for n in "abc")
@@ -69,18 +71,20 @@ def test_reconnects_reach_run_json_per_cluster_with_skipped_slots_per_step(tmp_p
     plan = RunPlan(run_id="r", workload_name="w", driver="amqp091", steps=steps, producers=2, consumers=2,
                    warmup_s=0.0, message_count=None, colocate=True, clusters=(ClusterPlan(target, ()),))
     info = RunInfo(tmp_path / "r", plan, {"clusters": []}, "h")
-    assert info.cluster("c")["reconnects"] == []
+    assert info.cluster("c").reconnects == ()
     late = Reconnect(1, 2_000, 2_500, "amqp://guest:***@127.0.0.1:5672/", 3, 4).as_dict()
     early = Reconnect(0, 1_000, None, None, 0, 7).as_dict()
-    info.set_reconnects("c", [{"task": 1, "reconnects": [late], "skipped_disconnected": [1, 3]},
-                              {"task": 0, "reconnects": [early], "skipped_disconnected": [7, 0]}])
+    # the executors' results, parsed where the coordinator receives them
+    results = [TaskResult.from_json(r) for r in ({"task": 1, "reconnects": [late], "skipped_disconnected": [1, 3]},
+                                                 {"task": 0, "reconnects": [early], "skipped_disconnected": [7, 0]})]
+    info.set_task_results("c", results, [])
     info.write()
     c = json.loads((tmp_path / "r" / "run.json").read_text())["clusters"][0]
     assert c["reconnects"] == [early, late]
     assert set(late) == {"task", "t_lost_ns", "t_back_ns", "uri", "in_flight", "skipped"}
     assert [s["skipped_disconnected"] for s in c["steps"]] == [8, 3]
     out = io.StringIO()
-    print_reconnects(c, out)
+    print_reconnects(read_run_record(tmp_path / "r").clusters[0], out)
     text = out.getvalue()
     assert "c task 0: connection lost, never back; 0 in flight" in text
     assert "c task 1: connection lost, back after 0.00 s on amqp://guest:***@127.0.0.1:5672/; 3 in flight" in text

@@ -11,8 +11,10 @@ from pathlib import Path
 
 from rbench.coordinator.attempts import describe, restart_line
 from rbench.live.control import StartRound, TaskAttempt
-from rbench.samples.layout import COMMITTED, attempt_dir, committed_parts, counted_attempts
-from rbench.samples.runinfo import restarted_stage_note
+from rbench.samples.attempts import restarted_stage_note
+from rbench.samples.layout import COMMITTED, attempt_dir, committed_parts
+from rbench.samples.record import RunRecord
+from rbench.samples.tasks import TaskResult
 
 
 def _seen(task: int, attempt: int, start: int | None, final: bool, closed: bool = True) -> TaskAttempt:
@@ -24,7 +26,8 @@ def _seen(task: int, attempt: int, start: int | None, final: bool, closed: bool 
 
 SEEN = [_seen(0, 3, 0, final=False), _seen(1, 4, 0, final=False), _seen(0, 5, 1, final=True), _seen(1, 6, 1, final=True)]
 STARTS = [StartRound(0, {0: 3, 1: 4}, 111), StartRound(1, {0: 5, 1: 6}, 222, waited_s=2.5)]
-RESULTS = [{"task": 0, "attempt": 5, "t0_ns": 222}, {"task": 1, "attempt": 6, "t0_ns": 222}]
+RESULTS_JSON = [{"task": 0, "attempt": 5, "t0_ns": 222}, {"task": 1, "attempt": 6, "t0_ns": 222}]
+RESULTS = [TaskResult.from_json(r) for r in RESULTS_JSON]
 SPARK = [
     {"stage_attempt": 0, "task": 0, "attempt": 3, "status": "failed", "executor": "0", "host": "h",
      "reason": "SparkException: Python worker exited unexpectedly (crashed)"},
@@ -37,28 +40,28 @@ SPARK = [
 
 def test_run_json_names_the_counted_attempt_and_why_the_earlier_one_failed() -> None:
     first, second = describe(RESULTS, SEEN, STARTS, SPARK)
-    assert (first["stage_attempt"], first["counted"], first["t0_ns"], first["outcome"]) == (0, False, 111, "failed")
-    assert first["reason"] == "task 0 (attempt 3) failed: SparkException: Python worker exited unexpectedly (crashed)"
-    assert [(t["task"], t["attempt"], t["status"]) for t in first["tasks"]] == [(0, 3, "failed"), (1, 4, "killed")]
-    assert first["tasks"][0]["pid"] == 1003 and first["tasks"][0]["reported"]["published"] == 30
-    assert not first["tasks"][0]["final_report"] and first["tasks"][0]["reached_t0"]
-    assert (second["stage_attempt"], second["counted"], second["t0_ns"], second["reason"]) == (1, True, 222, None)
-    assert [t["status"] for t in second["tasks"]] == ["counted", "counted"]
+    assert (first.stage_attempt, first.counted, first.t0_ns, first.outcome) == (0, False, 111, "failed")
+    assert first.reason == "task 0 (attempt 3) failed: SparkException: Python worker exited unexpectedly (crashed)"
+    assert [(t.task, t.attempt, t.status) for t in first.tasks] == [(0, 3, "failed"), (1, 4, "killed")]
+    assert first.tasks[0].pid == 1003 and first.tasks[0].reported["published"] == 30
+    assert not first.tasks[0].final_report and first.tasks[0].reached_t0
+    assert (second.stage_attempt, second.counted, second.t0_ns, second.reason) == (1, True, 222, None)
+    assert [t.status for t in second.tasks] == ["counted", "counted"]
 
 
 def test_without_sparks_view_attempts_are_grouped_by_the_start_they_reached() -> None:
     lost_early = _seen(1, 2, None, final=False)            # died before the start gate of the first attempt
     first, second, third = describe(RESULTS, [lost_early, *SEEN], STARTS, [])
-    assert first["t0_ns"] is None and [t["attempt"] for t in first["tasks"]] == [2]
-    assert "was lost: its control connection closed without a final report" in first["reason"]
-    assert [t["attempt"] for t in second["tasks"]] == [3, 4] and second["stage_attempt"] is None
-    assert third["counted"] and third["t0_ns"] == 222
+    assert first.t0_ns is None and [t.attempt for t in first.tasks] == [2]
+    assert "was lost: its control connection closed without a final report" in first.reason
+    assert [t.attempt for t in second.tasks] == [3, 4] and second.stage_attempt is None
+    assert third.counted and third.t0_ns == 222
 
 
 def test_a_run_that_failed_counts_no_attempt() -> None:
     attempts = describe([], SEEN[:2], STARTS[:1], SPARK[:2])
-    assert len(attempts) == 1 and not attempts[0]["counted"] and attempts[0]["outcome"] == "failed"
-    note = restarted_stage_note({"name": "c1", "stage_attempts": attempts + attempts})
+    assert len(attempts) == 1 and not attempts[0].counted and attempts[0].outcome == "failed"
+    note = restarted_stage_note("c1", attempts + attempts)
     assert note is not None and "none counted (the stage failed)" in note
 
 
@@ -66,11 +69,11 @@ def test_restart_and_summary_lines_say_what_counts() -> None:
     line = restart_line("c1", STARTS[1], SEEN[:2])
     assert "earlier task attempt(s) 3 (task 0, lost), 4 (task 1, lost)" in line and "waited 2.5 s" in line
     assert "only this attempt's samples count" in line
-    note = restarted_stage_note({"name": "c1", "stage_attempts": describe(RESULTS, SEEN, STARTS, SPARK)})
+    note = restarted_stage_note("c1", describe(RESULTS, SEEN, STARTS, SPARK))
     assert note == ("cluster c1: the Spark stage ran 2 times (attempt 1: task 0 (attempt 3) failed: SparkException: "
                     "Python worker exited unexpectedly (crashed)); counted: attempt 2 (task attempts 5, 6), "
                     "with its own t0 and step windows")
-    assert restarted_stage_note({"name": "c1", "stage_attempts": describe(RESULTS, SEEN[2:], STARTS[1:], SPARK[2:])}) is None
+    assert restarted_stage_note("c1", describe(RESULTS, SEEN[2:], STARTS[1:], SPARK[2:])) is None
 
 
 def _attempt(root: Path, task: int, attempt: int, committed: bool) -> None:
@@ -87,7 +90,8 @@ def test_the_reduce_reads_the_attempts_run_json_counts_not_the_highest_committed
     # must not be mixed in: run.json names 5 and 6, whose t0 its step windows are.
     for task, attempt, committed in [(0, 3, False), (1, 4, True), (0, 5, True), (1, 6, True), (1, 7, True)]:
         _attempt(tmp_path, task, attempt, committed)
-    counted = counted_attempts([{"name": "c1", "task_results": RESULTS}, {"name": "c2", "task_results": [{"task": 0}]}])
+    counted = RunRecord.from_json({"clusters": [{"name": "c1", "task_results": RESULTS_JSON},
+                                                {"name": "c2", "task_results": [{"task": 0}]}]}).counted_attempts()
     assert counted == {("c1", 0): 5, ("c1", 1): 6}
     files, notes = committed_parts(tmp_path / "r", "r", "published", ["c1"], counted)
     assert sorted(Path(f).parent.name for f in files) == ["attempt-5", "attempt-6"]
@@ -110,5 +114,5 @@ def test_a_task_that_named_its_error_failed_with_that_error_even_if_spark_says_k
     named.error = "PreconditionFailed: declare queue 'q' (Queue.Declare): 406 PRECONDITION_FAILED"
     spark = [{**SPARK[0], "status": "killed", "reason": "Stage cancelled: [SPARK_JOB_CANCELLED] Job 0 cancelled"}]
     (only,) = describe([], [named], STARTS[:1], spark)
-    assert only["tasks"][0]["status"] == "failed"
-    assert only["reason"] == f"task 0 (attempt 3) failed: {named.error}"
+    assert only.tasks[0].status == "failed"
+    assert only.reason == f"task 0 (attempt 3) failed: {named.error}"
