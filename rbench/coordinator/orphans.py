@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rbench.config.model import Cluster, Workload
-from rbench.errors import RbenchError, SinkError, mask_uri
+from rbench.config.uri import mask_uri
+from rbench.errors import RbenchError, SinkError
 from rbench.samples.runinfo import end_clusters, write_run_json
 
 ALIVE_FILE = "coordinator.alive"

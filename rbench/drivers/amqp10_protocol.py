@@ -20,11 +20,12 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from rbench.codec.amqp10 import Described, Symbol, UByte, UInt, ULong, UShort, decode_value_at, encode_value
+from rbench.config.uri import mask_uri
 from rbench.drivers import replies
 from rbench.drivers._amqp10_link import FrameReader, empty_frame
 from rbench.drivers.connect import tls_context
 from rbench.drivers.replies import AccessRefused, AmqpError, ConnectionLost
-from rbench.errors import BrokerError, CodecError, ConfigError, mask_uri
+from rbench.errors import BrokerError, CodecError, ConfigError
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from rbench import __version__
 from rbench.config.types import RunPlan
-from rbench.errors import SinkError, mask_uri
+from rbench.config.uri import mask_uri
+from rbench.errors import SinkError
 
 # Why a cluster's load ended. Unless the schedule ran out, each step's window is cut where the load
 # stopped, so a rate is always messages ÷ the time the load really ran (docs/parquet.md, run.json steps).
