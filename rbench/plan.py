@@ -22,6 +22,7 @@ from rbench.config.types import (
     TaskPlan,
     Topology,
 )
+from rbench.config.uri import check_driver_options
 from rbench.errors import ConfigError
 
 
@@ -55,6 +56,9 @@ _DRIVER_ONLY = (
 def check_supported(workload: Workload) -> None:
     """Refuse, with one line, what the workload's driver cannot do or the broker would refuse."""
     driver = workload.resolved_driver()
+    for cluster in workload.clusters:
+        for uri in cluster.uris + cluster.stream_uris:
+            check_driver_options(uri, driver)
     for what, drivers, used in _DRIVER_ONLY:
         if driver not in drivers and used(workload):
             raise ConfigError(f"{what}: honoured by the {' and '.join(drivers)} driver{'s' if len(drivers) > 1 else ''} "

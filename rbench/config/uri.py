@@ -33,7 +33,11 @@ INT_OPTIONS = ("heartbeat", "frame_max", "channel_max", "connection_timeout")
 TLS_OPTIONS = ("verify", "cacertfile", "certfile", "keyfile", "server_name_indication", "fail_if_no_peer_cert")
 AIOPIKA_TLS_OPTIONS = ("cafile", "capath", "no_verify_ssl")    # aio-pika's names (the aiopika driver passes them on)
 OTHER_OPTIONS = ("auth_mechanism",) + AIOPIKA_TLS_OPTIONS
-KNOWN_OPTIONS = INT_OPTIONS + TLS_OPTIONS + OTHER_OPTIONS
+# AMQP 1.0's own (docs/amqp10.md): valid in any amqp:// URI, since validation cannot know the driver yet, and
+# refused with one line for a driver that would ignore them (check_driver_options) and on stream URIs
+AMQP10_OPTIONS = ("sasl", "address", "credit")
+OPTION_DRIVERS: dict[str, tuple[str, ...]] = {name: ("amqp10",) for name in AMQP10_OPTIONS}
+KNOWN_OPTIONS = INT_OPTIONS + TLS_OPTIONS + OTHER_OPTIONS + AMQP10_OPTIONS
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _HOST = re.compile(r"^[A-Za-z0-9._~%!$&'()*+,;=-]*$")
@@ -155,8 +159,30 @@ def parse_uri(text: str, schemes: tuple[str, ...] = AMQP_SCHEMES) -> BrokerUri:
             raise _fail(text, f"option {key}: expected a whole number >= 0")
         if key == "verify" and value not in ("verify_peer", "verify_none"):
             raise _fail(text, "option verify: expected verify_peer or verify_none")
+        if key in OPTION_DRIVERS and scheme in STREAM_SCHEMES:
+            raise _fail(text, f"option {key}: read by the {_drivers(key)} only, not on {scheme}:// URIs")
+        if key == "credit" and not (value.isdigit() and 1 <= int(value) <= 2**31 - 1):
+            raise _fail(text, "option credit: expected a whole number >= 1 (the receiver's link credit)")
+        if key == "address" and value.lower() not in ("v1", "v2"):
+            raise _fail(text, "option address: expected v1 (RabbitMQ 3.x) or v2 (4.x)")
+        if key == "sasl" and value.lower() not in ("plain", "anonymous"):
+            raise _fail(text, "option sasl: expected plain or anonymous")
     return BrokerUri(scheme, host, port, user if at else "guest", password if has_password else "guest", vhost,
                      options, has_password, bool(at), explicit)
+
+
+def check_driver_options(text: str, driver: str) -> None:
+    """UriError (one line, masked) when ``text`` carries an option ``driver`` would silently ignore,
+    naming the option and the drivers that read it (``?address=v2`` on an amqp091 workload)."""
+    uri = parse_uri(text, AMQP_SCHEMES + STREAM_SCHEMES)
+    for key, _ in uri.options:
+        if key in OPTION_DRIVERS and driver not in OPTION_DRIVERS[key]:
+            raise UriError(f"{uri.masked}: option {key}: read by the {_drivers(key)} only (here the {driver} driver)")
+
+
+def _drivers(option: str) -> str:
+    takers = OPTION_DRIVERS[option]
+    return f"{' and '.join(takers)} driver{'s' if len(takers) > 1 else ''}"
 
 
 def _host_port(text: str, hostport: str, scheme: str) -> tuple[str, int, bool]:
