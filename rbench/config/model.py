@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from rbench.config.durations import Seconds
 from rbench.config.uri import AMQP_SCHEMES, STREAM_SCHEMES, parse_uri
 from rbench.errors import ConfigError
+from rbench.faults.executor import template_refusal
 from rbench.faults.terms import FAULT_STEPS, FAULT_VERBS, is_loopback_host, local_index, local_node_names
 
 # RabbitMQ's max_message_size default in 3.8-3.13 (134217728 bytes, checked on 3.10.8 with
@@ -104,6 +105,8 @@ class FaultControl(_Model):
                 names = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
             except ValueError as exc:
                 raise ValueError(f"command.{verb}: {exc} (write {{{{ and }}}} for literal braces)") from None
+            if (refusal := template_refusal(template)) is not None:
+                raise ValueError(f"command.{verb}: {refusal}")
             for name in names:
                 if not name.isidentifier():
                     raise ValueError(f"command.{verb}: expected placeholders such as {{node}} or {{host}}, got {{{name}}}")
