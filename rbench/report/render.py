@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from rbench.reduce import verdict
+from rbench.reduce.costs import is_priced
 from rbench.report import plots
 from rbench.samples.conventions import STALE_MEANING, STEP_NUMBERING, shown_step
 
@@ -93,8 +94,8 @@ def _who(row: dict[str, Any]) -> str:
 
 
 def _cost(row: dict[str, Any], key: str, currency: str) -> str:
-    """A cost cell: "no price" when the cluster's types are missing from the price list."""
-    return "no price" if row.get("monthly_cost") is None else _money(row[key], currency)
+    """A cost cell: "no price" when the cluster's types are missing from the price list or priced 0."""
+    return "no price" if not is_priced(row.get("monthly_cost")) else _money(row[key], currency)
 
 
 def rank_cell(row: dict[str, Any], place: int) -> str:
@@ -135,7 +136,7 @@ def failed_cell(v: dict[str, Any]) -> str:
 
 def cost_cell(v: dict[str, Any], currency: str) -> str:
     """Cost per 1000 msg/s per month at the highest rate within the SLO; "≤" when that rate is a lower bound."""
-    if v.get("monthly_cost") is None:
+    if not is_priced(v.get("monthly_cost")):
         return "no price"
     if v.get("cost_per_1k_rate") is None:
         return "–"
