@@ -10,14 +10,36 @@ WORKLOAD ?= conf/workloads/quickstart.yaml
 
 .PHONY: run test lint unit dist chart-test prometheus dashboards bench bench-runtime bench-codec bench-amqp091 bench-amqp10 bench-streams bench-reduce bench-regress broker cluster cluster-stop build venv clean
 
-# Virtualenv with rbench installed editable (test and benchmark extras included).
+# Virtualenv with rbench installed editable: its runtime dependencies only, all `make run` needs.
 $(VENV)/.installed: pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip 'setuptools>=77' wheel 'cython>=3.0'
-	$(PY) -m pip install -q -e '.[test,bench]'
+	$(PY) -m pip install -q -e .
 	touch $@
 
 venv: $(VENV)/.installed
+
+# One group of pyproject.toml's optional-dependencies (test, bench, dashboards) on top, once per venv: its
+# requirement lines are installed as they are, so rbench itself is not rebuilt; redone after the venv is
+# (pyproject.toml changed). Stamps: .venv/.extra-test, .venv/.extra-bench, .venv/.extra-dashboards.
+define EXTRA_REQUIREMENTS
+import sys
+try:
+    import tomllib
+except ImportError:                     # Python 3.10: the TOML reader pip carries
+    from pip._vendor import tomli as tomllib
+with open("pyproject.toml", "rb") as f:
+    print("\n".join(tomllib.load(f)["project"]["optional-dependencies"][sys.argv[1]]))
+endef
+export EXTRA_REQUIREMENTS
+
+$(VENV)/.extra-%: $(VENV)/.installed
+	$(PY) -c "$$EXTRA_REQUIREMENTS" $* > $@.txt
+	$(PY) -m pip install -q -r $@.txt
+	touch $@
+
+TEST_EXTRA := $(VENV)/.extra-test
+BENCH_EXTRA := $(VENV)/.extra-bench
 
 # Recompile ext/OWNER/NAME.pyx into rbench/OWNER/_NAME whenever a source changes (setup.py).
 build: venv
@@ -36,21 +58,21 @@ cluster-stop:
 run: build broker
 	$(VENV)/bin/rbench run $(WORKLOAD) --master "local[2]"
 
-test: build broker prometheus lint
+test: build $(TEST_EXTRA) broker prometheus lint
 	$(PY) -m pytest -q tests
 
 # ruff over the whole tree, mypy --strict over rbench/ (configured in pyproject.toml)
-lint: build
+lint: build $(TEST_EXTRA)
 	$(VENV)/bin/ruff check rbench tests bench jobs
 	$(VENV)/bin/mypy
 
 # Relocatable environment for spark-submit --archives dist/rbench-env.tar.gz#env (docs/cluster.md);
-# rebuilt only when rbench's sources change.
-dist: build
+# rebuilt only when rbench's sources change. venv-pack comes with the test extra.
+dist: build $(TEST_EXTRA)
 	$(PY) scripts/pack_env.py
 
 # helm/rbench rendered and validated offline (also part of `make test`).
-chart-test: venv
+chart-test: venv $(TEST_EXTRA)
 	$(PY) -m pytest -q tests/chart
 
 # Prometheus server, promtool and Pushgateway (Debian packages) for tests/spark/test_prometheus_run.py.
@@ -58,39 +80,39 @@ prometheus:
 	@bash scripts/ensure-prometheus.sh
 
 # Regenerate the Grafana dashboard JSON from rbench/live/dashboard.py (and the Helm chart's copy).
-dashboards: venv
+dashboards: venv $(VENV)/.extra-dashboards
 	$(PY) -m rbench.live.dashboard dashboards/rbench-run.json
 	cp dashboards/rbench-run.json helm/rbench/dashboards/rbench-run.json
 
-unit: build
+unit: build $(TEST_EXTRA)
 	$(PY) -m pytest -q tests/unit
 
 bench: bench-runtime bench-codec bench-amqp091 bench-amqp10 bench-streams bench-reduce
 
 # BENCH_ROOT=DIR: another checkout (built in place) as the lateness table's peer, e.g. the commit before a change
-bench-runtime: build broker
+bench-runtime: build $(BENCH_EXTRA) broker
 	$(PY) bench/bench_runtime.py
 	$(PY) bench/bench_runtime.py --lateness --rounds 3 $(if $(BENCH_ROOT),--root $(BENCH_ROOT))
 
-bench-codec: build
+bench-codec: build $(BENCH_EXTRA)
 	$(PY) bench/bench_codec.py
 
-bench-amqp091: build broker
+bench-amqp091: build $(BENCH_EXTRA) broker
 	$(PY) bench/bench_amqp091.py
 
 # AMQP 1.0: the amqp10 driver vs Qpid Proton peers in Python and C, quiver's sender/receiver shape (docs/amqp10.md).
-bench-amqp10: build broker
+bench-amqp10: build $(BENCH_EXTRA) broker
 	@bash scripts/build-proton-c-peer.sh
 	$(PY) bench/bench_amqp10.py
 
-bench-streams: build broker
+bench-streams: build $(BENCH_EXTRA) broker
 	$(PY) bench/bench_streams.py
 
-bench-reduce: build
+bench-reduce: build $(BENCH_EXTRA)
 	$(PY) bench/bench_reduce.py
 
 # False-alarm and detection rates of `rbench regress` on seeded synthetic histories (docs/history.md).
-bench-regress: venv
+bench-regress: venv $(BENCH_EXTRA)
 	$(PY) bench/regress_rates.py
 
 clean:

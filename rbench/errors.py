@@ -51,13 +51,6 @@ class SinkError(RbenchError):
     """Samples could not be written or read (disk, Parquet, missing run directory)."""
 
 
-def mask_uri(uri: object) -> str:
-    """``uri`` with any password replaced by ``***``, safe to print; never raises (rbench.config.uri)."""
-    from rbench.config.uri import mask_uri as _mask
-
-    return _mask(uri)
-
-
 def os_error_text(exc: OSError) -> str:
     """Why a socket call failed, worded the same on every event loop.
 

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from rbench.config.types import ClusterTarget
+from rbench.config.uri import check_driver_options
 from rbench.errors import ConfigError
 
 HELP = "Benchmark stream publishing: N single confirmed messages and M in confirmed batches (RbFly style)."
@@ -53,6 +54,7 @@ def _target(uri: str) -> ClusterTarget:
     if uri.startswith("rabbitmq-stream"):
         return ClusterTarget("cli", (), stream_uris=(uri,))
     if uri.startswith("amqp"):
+        check_driver_options(uri, "stream")          # the stream URI derived from it would drop ?address=…
         return ClusterTarget("cli", (uri,))
     raise ConfigError(f"--uri: expected rabbitmq-stream:// or amqp://, got a {uri.split(':', 1)[0]!r} URI")
 

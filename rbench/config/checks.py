@@ -13,6 +13,8 @@ from collections.abc import Callable
 from rbench.config.base import MAX_PORT, MAX_STEPS
 from rbench.config.cluster import Fault
 from rbench.config.fields import WorkloadFields
+from rbench.config.uri import check_driver_options
+from rbench.errors import ConfigError
 from rbench.faults.terms import FAULT_STEPS, local_index
 
 
@@ -173,6 +175,12 @@ _DRIVER_ONLY: tuple[tuple[str, tuple[str, ...], Callable[[WorkloadFields], bool]
 def _check_driver(w: WorkloadFields) -> None:
     """A setting the workload's driver would ignore is refused, not run as if it were honoured."""
     driver = w.resolved_driver()
+    for cluster in w.clusters:
+        for uri in cluster.uris + cluster.stream_uris:
+            try:
+                check_driver_options(uri, driver)
+            except ConfigError as exc:                  # a validator's refusal is a ValueError (pydantic words it)
+                raise ValueError(f"clusters.{cluster.name}: {exc}") from None
     for what, drivers, used in _DRIVER_ONLY:
         if driver not in drivers and used(w):
             raise ValueError(f"{what}: honoured by the {' and '.join(drivers)} driver{'s' if len(drivers) > 1 else ''} "

@@ -10,6 +10,7 @@ from rbench.config.base import DEFAULT_MAX_MESSAGE_SIZE, StrictModel
 from rbench.config.durations import Seconds
 from rbench.config.uri import AMQP_SCHEMES, STREAM_SCHEMES, parse_uri
 from rbench.errors import ConfigError
+from rbench.faults.executor import template_refusal
 from rbench.faults.terms import FAULT_VERBS, is_loopback_host, local_index, local_node_names
 
 FaultAction = Literal["kill", "stop", "pause", "restart"]         # rbench.faults.terms.FAULT_ACTIONS
@@ -81,6 +82,8 @@ class FaultControl(StrictModel):
                 names = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
             except ValueError as exc:
                 raise ValueError(f"command.{verb}: {exc} (write {{{{ and }}}} for literal braces)") from None
+            if (refusal := template_refusal(template)) is not None:
+                raise ValueError(f"command.{verb}: {refusal}")
             for name in names:
                 if not name.isidentifier():
                     raise ValueError(f"command.{verb}: expected placeholders such as {{node}} or {{host}}, got {{{name}}}")

@@ -18,7 +18,7 @@ import functools
 import ipaddress
 import re
 from dataclasses import dataclass, field, replace
-from urllib.parse import parse_qsl, quote, unquote
+from urllib.parse import parse_qsl, quote, unquote, unquote_plus
 
 from rbench.errors import ConfigError
 
@@ -33,11 +33,21 @@ INT_OPTIONS = ("heartbeat", "frame_max", "channel_max", "connection_timeout")
 TLS_OPTIONS = ("verify", "cacertfile", "certfile", "keyfile", "server_name_indication", "fail_if_no_peer_cert")
 AIOPIKA_TLS_OPTIONS = ("cafile", "capath", "no_verify_ssl")    # aio-pika's names (the aiopika driver passes them on)
 OTHER_OPTIONS = ("auth_mechanism",) + AIOPIKA_TLS_OPTIONS
-KNOWN_OPTIONS = INT_OPTIONS + TLS_OPTIONS + OTHER_OPTIONS
+# AMQP 1.0's own (docs/amqp10.md): valid in any amqp:// URI, since validation cannot know the driver yet, and
+# refused with one line for a driver that would ignore them (check_driver_options) and on stream URIs
+AMQP10_OPTIONS = ("sasl", "address", "credit")
+OPTION_DRIVERS: dict[str, tuple[str, ...]] = {name: ("amqp10",) for name in AMQP10_OPTIONS}
+KNOWN_OPTIONS = INT_OPTIONS + TLS_OPTIONS + OTHER_OPTIONS + AMQP10_OPTIONS
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 _HOST = re.compile(r"^[A-Za-z0-9._~%!$&'()*+,;=-]*$")
 _USERINFO = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*://)(.*)@", re.DOTALL)    # greedy: up to the last @ (passwords may hold @)
+_NEXT_URI = re.compile(r",(?=[A-Za-z][A-Za-z0-9+.-]*://)")
+_QUERY_OPTION = re.compile(r"(?<=[?&;])([^=&;#?]*)=([^&;#]*)")
+
+# words that make a query option a credential wherever a URI is shown or stored (is_credential_option):
+# password/passwd/passphrase, pwd, secret(_key), token, (api_/access_)key, auth(orization), credential(s), sig(nature)
+CREDENTIAL_WORDS = ("pass", "pwd", "secret", "token", "key", "auth", "credential", "sig", "cookie")
 
 
 class UriError(ConfigError):
@@ -149,8 +159,30 @@ def parse_uri(text: str, schemes: tuple[str, ...] = AMQP_SCHEMES) -> BrokerUri:
             raise _fail(text, f"option {key}: expected a whole number >= 0")
         if key == "verify" and value not in ("verify_peer", "verify_none"):
             raise _fail(text, "option verify: expected verify_peer or verify_none")
+        if key in OPTION_DRIVERS and scheme in STREAM_SCHEMES:
+            raise _fail(text, f"option {key}: read by the {_drivers(key)} only, not on {scheme}:// URIs")
+        if key == "credit" and not (value.isdigit() and 1 <= int(value) <= 2**31 - 1):
+            raise _fail(text, "option credit: expected a whole number >= 1 (the receiver's link credit)")
+        if key == "address" and value.lower() not in ("v1", "v2"):
+            raise _fail(text, "option address: expected v1 (RabbitMQ 3.x) or v2 (4.x)")
+        if key == "sasl" and value.lower() not in ("plain", "anonymous"):
+            raise _fail(text, "option sasl: expected plain or anonymous")
     return BrokerUri(scheme, host, port, user if at else "guest", password if has_password else "guest", vhost,
                      options, has_password, bool(at), explicit)
+
+
+def check_driver_options(text: str, driver: str) -> None:
+    """UriError (one line, masked) when ``text`` carries an option ``driver`` would silently ignore,
+    naming the option and the drivers that read it (``?address=v2`` on an amqp091 workload)."""
+    uri = parse_uri(text, AMQP_SCHEMES + STREAM_SCHEMES)
+    for key, _ in uri.options:
+        if key in OPTION_DRIVERS and driver not in OPTION_DRIVERS[key]:
+            raise UriError(f"{uri.masked}: option {key}: read by the {_drivers(key)} only (here the {driver} driver)")
+
+
+def _drivers(option: str) -> str:
+    takers = OPTION_DRIVERS[option]
+    return f"{' and '.join(takers)} driver{'s' if len(takers) > 1 else ''}"
 
 
 def _host_port(text: str, hostport: str, scheme: str) -> tuple[str, int, bool]:
@@ -188,41 +220,77 @@ def _host_port(text: str, hostport: str, scheme: str) -> tuple[str, int, bool]:
 def mask_uri(text: object) -> str:
     """``text`` with any password replaced by ``***``, safe to print; never raises.
 
-    A URI that parses is printed from its typed value; anything else URI-shaped loses
-    everything between ``://`` and the last ``@`` (user and password both), and text
+    A URI that parses is printed from its typed value (its options are rbench's own, none a
+    credential); anything else URI-shaped loses everything between ``://`` and the last ``@``
+    (user and password both) and the value of every credential-shaped query option, and text
     that is not a string is described by its type only."""
     try:
         if not isinstance(text, str):
             return f"<{type(text).__name__}>"
+        if _NEXT_URI.search(text):           # a list (PerfTest's -H a,b): each URI on its own
+            return ",".join(mask_uri(part) for part in _NEXT_URI.split(text))
         try:
-            return parse_uri(text, tuple(DEFAULT_PORTS)).masked
+            uri = parse_uri(text, tuple(DEFAULT_PORTS))
         except ConfigError:
             return _mask_unparsed(text)
+        # a vhost holding '@' may be a second user:password@host pasted on (-H a/,u:p@b): hide as unparsed
+        return _mask_unparsed(text) if "@" in uri.vhost else uri.masked
     except Exception:                        # masking must never be the thing that fails
         return "<uri>"
+
+
+def is_credential_option(name: str) -> bool:
+    """A query option whose value may be a secret: its name (percent-decoded, any case) holds a
+    word of CREDENTIAL_WORDS and it is not one of the options rbench reads (``keyfile`` is a path,
+    ``auth_mechanism`` a SASL name). Broad on purpose: hiding a harmless value costs nothing."""
+    key = unquote_plus(name).lower()
+    return key not in KNOWN_OPTIONS and any(word in key for word in CREDENTIAL_WORDS)
 
 
 def _mask_unparsed(text: str) -> str:
-    """Mask a URI the parser refused: everything that could be a user or password goes."""
+    """Mask a URI the parser refused: everything that could be a user, a password or a credential
+    option's value goes. The parts are found on the original text and hidden together, so one
+    reading cannot expose what the other hides (a query ``?token=a@b`` would otherwise pass its
+    ``b`` off as the host after the last ``@``)."""
     try:
+        hidden: list[tuple[int, int]] = []
         m = _USERINFO.match(text)
-        if m is not None:
-            return f"{m.group(1)}***@{text[m.end():]}"
         scheme = _SCHEME.match(text)
-        if scheme is not None:           # no '@': "amqp://user:secret" reads as host:port, and the port may be a secret
+        if m is not None:
+            hidden.append((m.end(1), m.end() - 1))
+        elif scheme is not None:         # no '@': "amqp://user:secret" reads as host:port, and the port may be a secret
             authority = re.split(r"[/?#]", text[scheme.end():], maxsplit=1)[0]
             host, colon, port = authority.rpartition(":")
             if colon and not port.isdigit() and not authority.endswith("]"):
-                return f"{scheme.group(0)}{host}:***{text[scheme.end() + len(authority):]}"
-        if "@" in text:                      # not URI-shaped but could still be user:secret@host
-            return "***@" + text.rpartition("@")[2]
-        return text
+                hidden.append((scheme.end() + len(host) + 1, scheme.end() + len(authority)))
+        elif "@" in text:                    # not URI-shaped but could still be user:secret@host
+            hidden.append((0, text.rindex("@")))
+        hidden += [o.span(2) for o in _QUERY_OPTION.finditer(text) if o.group(2) and is_credential_option(o.group(1))]
+        return _hide(text, hidden)
     except Exception:                        # masking must never be the thing that fails
         return "<uri>"
 
 
-_URI_IN_TEXT = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*")
+def _hide(text: str, spans: list[tuple[int, int]]) -> str:
+    """``text`` with each span replaced by ``***``, overlapping spans hidden as one."""
+    merged: list[list[int]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    out, at = [], 0
+    for start, end in merged:
+        out += [text[at:start], "***"]
+        at = end
+    return "".join(out) + text[at:]
+
+
+# a match starts only where a scheme can (not inside a run of scheme characters), so a long run
+# without '://' is read once, not once per character
+_URI_IN_TEXT = re.compile(r"(?<![A-Za-z0-9+.-])[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>]*")
 _USERINFO_IN_TEXT = re.compile(r"[^\s'\"<>/@:]+:(?!\*\*\*@)[^\s'\"<>/]*@")
+_QUERY_OPTION_IN_TEXT = re.compile(r"(?<=[?&;])([^\s=&;#?'\"<>]+)=([^\s&;#'\"<>]*)")
 
 
 def _mask_match(m: re.Match[str]) -> str:
@@ -237,6 +305,13 @@ def mask_text(message: str) -> str:
     """``message`` with every URI-shaped part masked: the last guard before a line reaches a user."""
     try:
         masked = _URI_IN_TEXT.sub(_mask_match, message)
-        return _USERINFO_IN_TEXT.sub("***@", masked)
+        # what the URI matches missed (a URI cut by a space, no scheme): user-info and credential options,
+        # found on the same text and hidden together, as in _mask_unparsed
+        hidden = [(m.start(), m.end() - 1) for m in _USERINFO_IN_TEXT.finditer(masked)] if "@" in masked else []
+        for m in _QUERY_OPTION_IN_TEXT.finditer(masked):
+            value = m.group(2).rstrip(".,:)!?]")          # sentence punctuation ends it, as it ends a URI
+            if value and is_credential_option(m.group(1)):
+                hidden.append((m.start(2), m.start(2) + len(value)))
+        return _hide(masked, hidden)
     except Exception:                        # the guard must not be what fails
         return "<error message withheld: it could not be masked>"

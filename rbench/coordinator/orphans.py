@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import TextIO
 
 from rbench.config.model import Cluster, Workload
-from rbench.errors import RbenchError, SinkError, mask_uri
+from rbench.config.uri import mask_uri
+from rbench.errors import RbenchError, SinkError
 from rbench.samples.record import ClusterRecord, CoordinatorIdentity, KilledNote, RunRecord, read_run_record, write_run_record
 from rbench.samples.runinfo import end_clusters
 

@@ -13,8 +13,9 @@ import ssl
 from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from rbench.config.uri import mask_uri
 from rbench.drivers.replies import ConnectionLost
-from rbench.errors import ConfigError, ConnectError, mask_uri
+from rbench.errors import ConfigError, ConnectError
 
 if TYPE_CHECKING:
     from rbench.drivers.base import OnLost

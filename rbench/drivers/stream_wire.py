@@ -33,9 +33,9 @@ from rstream import schema
 from rstream.client import Client
 from rstream.encoding import decode_frame, encode_frame
 
-from rbench.config.uri import AMQP_SCHEMES, STREAM_SCHEMES, parse_uri
+from rbench.config.uri import AMQP_SCHEMES, STREAM_SCHEMES, mask_uri, parse_uri
 from rbench.drivers.replies import ConnectionLost, named
-from rbench.errors import BrokerError, ConfigError, ConnectError, mask_uri, os_error_text
+from rbench.errors import BrokerError, ConfigError, ConnectError, os_error_text
 
 log = logging.getLogger(__name__)
 

@@ -7,13 +7,15 @@ never an exception, so the run goes on and the coordinator still brings the node
 * local: ``cluster.sh`` shipped inside this package (scripts/cluster.sh runs the same file), so a
   pip-installed rbench reaches the local cluster without a checkout; rabbit-i maps to its node i.
 * command: the workload's templates, e.g. ``ssh {host} sudo pkill -9 -f beam.smp``, formatted with
-  the node's name, the cluster's name and the node's own placeholders, each shell-quoted.
+  the node's name, the cluster's name and the node's own placeholders, each shell-quoted (one argument
+  whatever it holds; a placeholder inside quotes is refused, since quotes there would not hold).
 """
 from __future__ import annotations
 
 import os
 import shlex
 import signal
+import string
 import subprocess
 import time
 from dataclasses import dataclass
@@ -120,6 +122,37 @@ class LocalExecutor:
         return None
 
 
+def template_refusal(template: str) -> str | None:
+    """Why ``template`` cannot be filled safely (validation and the executor both ask); None: it can."""
+    inside = quoted_placeholder(template)
+    if inside is None:
+        return None
+    return f"{{{inside}}} is inside quotes, where a value's own quotes do not hold; write it bare (each value is shell-quoted)"
+
+
+def quoted_placeholder(template: str) -> str | None:
+    """The first placeholder of ``template`` written inside shell quotes, where the quoting rbench adds
+    cannot protect it (``"{node}"`` runs a ``$(…)`` in the value; ``'{node}'`` unquotes it); None if none is.
+
+    Each value is filled shell-quoted, so ``{node}`` written bare is always one argument to the local
+    shell: that is the only safe place for it."""
+    quote: str | None = None
+    for literal, field, _, _ in string.Formatter().parse(template):
+        escaped = False
+        for c in literal:
+            if escaped:
+                escaped = False
+            elif c == "\\" and quote != "'":
+                escaped = True
+            elif quote is None and c in "'\"":
+                quote = c
+            elif c == quote:
+                quote = None
+        if field is not None and quote is not None:
+            return field
+    return None
+
+
 class CommandExecutor:
     """A real cluster's nodes through the workload's command templates (fault_control.command)."""
 
@@ -129,6 +162,9 @@ class CommandExecutor:
     def command(self, verb: str, node: str) -> str:
         if verb not in self.commands:
             raise ValueError(f"fault_control.command.{verb} is not given")
+        refusal = template_refusal(self.commands[verb])
+        if refusal is not None:
+            raise ValueError(f"fault_control.command.{verb}: {refusal}")
         values = {k: shlex.quote(v) for k, v in self.nodes.get(node, {}).items()}
         values.update(node=shlex.quote(node), cluster=shlex.quote(self.cluster))
         return self.commands[verb].format(**values)

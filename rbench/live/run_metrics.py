@@ -30,7 +30,8 @@ from prometheus_client import CollectorRegistry, push_to_gateway, start_http_ser
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from rbench import __version__
-from rbench.errors import ConfigError, RbenchError, mask_uri
+from rbench.config.uri import mask_uri
+from rbench.errors import ConfigError, RbenchError
 from rbench.live import histogram
 from rbench.live.control.wire import Progress
 

@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from rbench.errors import ConfigError, SinkError, mask_uri
+from rbench.config.uri import mask_uri
+from rbench.errors import ConfigError, SinkError
 
 
 @dataclass(frozen=True)

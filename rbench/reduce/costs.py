@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeGuard
 
 import yaml
 
@@ -114,8 +114,14 @@ def cluster_costs(clusters: list[dict[str, Any]], prices: Prices) -> tuple[list[
     return costs, notes
 
 
+def is_priced(monthly: float | None) -> TypeGuard[float]:
+    """Whether a cluster has a price: a monthly cost above 0. A type priced 0 (``local``, a broker on this
+    machine) has none, and its "0.00 per 1000 msg/s" would read as the cheapest; shown as "no price"."""
+    return monthly is not None and monthly > 0
+
+
 def cost_per_krate(monthly: float | None, rate: float | None) -> float | None:
-    """Monthly cost per 1000 msg/s sustained: the figure clusters are compared on."""
-    if monthly is None or rate is None or rate <= 0:
+    """Monthly cost per 1000 msg/s sustained: the figure clusters are compared on (None without a price)."""
+    if rate is None or rate <= 0 or not is_priced(monthly):
         return None
     return monthly / (rate / 1000.0)

@@ -16,8 +16,8 @@ import pyarrow.csv as pacsv
 
 from rbench.errors import SinkError
 from rbench.reduce.fault_counts import FaultCounts
-from rbench.reduce.plan import MAX_FAULTS
 from rbench.reduce.load import RunMeta
+from rbench.reduce.plan import MAX_FAULTS
 from rbench.reduce.recovery import (
     BACK_SECONDS,
     BACK_SHARE,

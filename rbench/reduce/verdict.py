@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rbench.reduce.costs import cost_per_krate
+from rbench.reduce.costs import cost_per_krate, is_priced
 from rbench.reduce.ranking import rank
 
 Row = dict[str, Any]
@@ -170,7 +170,9 @@ def lines(board: dict[str, Any]) -> list[str]:
     for v in board.get("verdicts") or []:
         place = "–" if v.get("rank") is None else f"{v['rank']}{' (tie)' if v.get('tie') else ''}"
         cost = ""
-        if v.get("cost_per_1k_rate") is not None:
+        if not is_priced(v.get("monthly_cost")):
+            cost = " Cost per 1000 msg/s per month: no price."
+        elif v.get("cost_per_1k_rate") is not None:
             cost = (f" Cost per 1000 msg/s per month: {'≤ ' if v.get('cost_is_upper_bound') else ''}"
                     f"{v['cost_per_1k_rate']:,.2f} {currency}.")
         out.append(f"verdict {place} {v['cluster']}: {v['verdict']}{cost}")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rbench.reduce.costs import is_priced
 from rbench.report.figures import cell, fmt, money, rank_cell
 from rbench.report.verdict_text import verdict_markdown
 
@@ -13,8 +14,8 @@ def _who(row: dict[str, Any]) -> str:
 
 
 def _cost(row: dict[str, Any], key: str, currency: str) -> str:
-    """A cost cell: "no price" when the cluster's types are missing from the price list."""
-    return "no price" if row.get("monthly_cost") is None else money(row[key], currency)
+    """A cost cell: "no price" when the cluster's types are missing from the price list or priced 0."""
+    return "no price" if not is_priced(row.get("monthly_cost")) else money(row[key], currency)
 
 
 def leaderboard_markdown(board: dict[str, Any], notes: list[str], meta: dict[str, Any]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from rbench.reduce.costs import is_priced
 from rbench.reduce import verdict
 from rbench.report.figures import fmt, money, rank_cell
 
@@ -36,7 +37,7 @@ def failed_cell(v: dict[str, Any]) -> str:
 
 def cost_cell(v: dict[str, Any], currency: str) -> str:
     """Cost per 1000 msg/s per month at the highest rate within the SLO; "≤" when that rate is a lower bound."""
-    if v.get("monthly_cost") is None:
+    if not is_priced(v.get("monthly_cost")):
         return "no price"
     if v.get("cost_per_1k_rate") is None:
         return "–"

@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 from rbench.config.types import ClusterTarget
-from rbench.config.uri import mask_text
+from rbench.config.uri import mask_text, mask_uri
 from rbench.drivers.base import OnLost, Publisher
-from rbench.errors import BrokerError, ConnectError, ConnectionLost, mask_uri
+from rbench.errors import BrokerError, ConnectError, ConnectionLost
 
 # pause before the 2nd, 3rd, … round of connection attempts (then the last value again)
 BACKOFF_S: tuple[float, ...] = (0.1, 0.25, 0.5, 1.0, 2.0)

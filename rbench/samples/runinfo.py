@@ -20,7 +20,8 @@ from typing import Any
 
 from rbench import __version__
 from rbench.config.types import RunPlan
-from rbench.errors import SinkError, mask_uri
+from rbench.config.uri import mask_uri
+from rbench.errors import SinkError
 from rbench.samples.attempts import StageAttempt
 from rbench.samples.faults import FaultRecord
 from rbench.samples.reconnects import by_loss

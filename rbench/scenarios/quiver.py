@@ -24,7 +24,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
-from rbench.errors import BrokerError, ConfigError, RbenchError, mask_uri
+from rbench.config.uri import mask_uri
+from rbench.errors import BrokerError, ConfigError, RbenchError
 from rbench.runtime.stamp import STAMP_SIZE, new_payload
 
 STATUS_EVERY_S = 2.0

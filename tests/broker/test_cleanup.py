@@ -16,11 +16,11 @@ from typing import Any
 from rbench.config.load import workload_from_dict
 from rbench.config.model import Workload
 from rbench.config.types import ClusterTarget
+from rbench.config.uri import mask_uri
 from rbench.coordinator import orphans
 from rbench.coordinator.cleanup import delete_created, snapshot
 from rbench.drivers.amqp091 import Amqp091Driver
 from rbench.drivers.replies import NotFound
-from rbench.errors import mask_uri
 from rbench.perftest import grammar, mapping
 
 

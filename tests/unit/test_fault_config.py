@@ -105,6 +105,16 @@ def test_command_templates_are_checked_against_the_nodes_placeholders() -> None:
     assert workload([], [listed]).clusters[0].fault_nodes() == ("rabbitmq-0",)
 
 
+@pytest.mark.parametrize("template", ['ssh {host} "sudo pkill -f {node}"', "ssh {host} 'pkill {node}'",
+                                      'echo "a \\" {node}"'])
+def test_a_placeholder_inside_quotes_is_refused_at_validation(template: str) -> None:
+    """Inside quotes the value's own shell quoting does not hold (a $(…) in a node name would run)."""
+    quoted = dict(REMOTE, fault_control=dict(REMOTE["fault_control"], command={"kill": template}))
+    assert "command.kill: {" in refused([], [quoted]) and "is inside quotes" in refused([], [quoted])
+    bare = dict(REMOTE, fault_control=dict(REMOTE["fault_control"], command={"kill": "printf '<%s>' {node} \\' {host}"}))
+    workload([], [bare])
+
+
 def test_default_cluster_is_every_cluster_with_the_node_and_the_plan_says_so() -> None:
     other = dict(LOCAL, name="local-b")
     w = workload([{"at": 5, "action": "kill", "node": "rabbit-2", "restart_after": 10},

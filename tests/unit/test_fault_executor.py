@@ -50,6 +50,27 @@ def test_placeholder_values_are_shell_quoted() -> None:
     assert r.ok and r.output.strip() == "a b; echo injected"
 
 
+@pytest.mark.parametrize("name", ["a; rm -rf /", "$(touch {canary})", "`touch {canary}`", "x && touch {canary}",
+                                  "it's", "a b\nc", "*", "-rf", '"q"', "\\", "{{x}}", ""])
+def test_a_node_name_is_one_argument_to_the_template_whatever_it_holds(name: str, tmp_path: Path) -> None:
+    """issue 29: the command sees each value as exactly one argument, and nothing in it runs."""
+    canary = tmp_path / "ran"
+    name = name.replace("{canary}", str(canary))
+    cluster = f"c; touch {canary}"
+    ex = CommandExecutor(cluster, {"kill": "printf '<%s>\\n' {node} {cluster} {host}"}, {name: {"host": name}}, 10)
+    r = ex.run("kill", name)
+    assert r.ok, r.error
+    assert r.output == f"<{name}>\n<{cluster}>\n<{name}>\n"          # three placeholders: three arguments
+    assert not canary.exists()
+
+
+def test_a_placeholder_inside_quotes_is_a_failed_action_not_a_run_command(tmp_path: Path) -> None:
+    canary = tmp_path / "ran"
+    ex = CommandExecutor("c", {"kill": 'sh -c "echo {node}"'}, {f"$(touch {canary})": {}}, 10)
+    r = ex.run("kill", f"$(touch {canary})")
+    assert not r.ok and "{node} is inside quotes" in (r.error or "") and not canary.exists()
+
+
 def test_output_and_errors_are_masked() -> None:
     r = executor({"kill": "echo amqp://admin:s3cret@mq1:5672/ >&2; exit 3"}).run("kill", "mq1")
     assert "s3cret" not in (r.error or "") and "s3cret" not in r.output

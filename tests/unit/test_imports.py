@@ -27,3 +27,17 @@ def test_every_driver_module_loads_without_pydantic() -> None:
 
     for path in DRIVERS.values():
         assert "pydantic" not in _loaded_after(path.partition(":")[0]), path
+
+
+def test_errors_and_the_uri_reader_form_no_cycle() -> None:
+    """rbench.errors is the bottom of every import chain: it imports nothing of rbench, not even
+    inside a function, so the URI reader (which raises its errors) can never close a cycle with it."""
+    import ast
+    from pathlib import Path
+
+    import rbench.errors
+
+    tree = ast.parse(Path(rbench.errors.__file__).read_text())
+    imported = [node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)]
+    imported += [alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names]
+    assert [name for name in imported if name.split(".")[0] == "rbench"] == []

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from rbench.config.types import ClusterTarget, RunPlan, StepWindow
+from rbench.config.uri import mask_uri
 from rbench.coordinator.progress import ProgressPrinter
 from rbench.coordinator.summary import print_reconnects
-from rbench.errors import ConnectError, ConnectionLost, mask_uri
+from rbench.errors import ConnectError, ConnectionLost
 from rbench.live.control import ProgressBoard
 from rbench.live.control.wire import Progress, Reconnecting, Started
 from rbench.runtime.reconnect import Reconnect, Reconnector, failover

@@ -174,3 +174,23 @@ def test_verdict_lines_for_the_cli() -> None:
         f"Cost per 1000 msg/s per month: ≤ {monthly:,.2f} USD.",
         f"verdict 2 b: Capacity between 500 msg/s and 1,000 msg/s (bracket 100%; a rate search between them narrows "
         f"it). Cost per 1000 msg/s per month: {monthly / 0.5:,.2f} USD."]
+
+
+def test_a_cluster_without_a_price_says_no_price(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 30: the quickstart (instance type local, priced 0) printed "Cost per 1000 msg/s per month: ≤ 0.00 USD"."""
+    shapes = {"quick": (1, "local", "local"), "small": SHAPES["small"]}
+    steps = step_rows({"quick": 1e9, "small": 700.0}, [250, 500, 1000])
+    from rbench.reduce.costs import cluster_costs, load_prices
+    from tests.synthetic_report import clusters_of
+
+    prices = load_prices()
+    costs, _ = cluster_costs(clusters_of(shapes), prices)
+    printed = verdict.lines(lb.board(steps, costs, prices, 0.02, 1000.0))
+    assert printed[0].startswith("verdict 1 quick: ") and printed[0].endswith(" Cost per 1000 msg/s per month: no price.")
+    assert "0.00" not in printed[0] and printed[1].endswith(" USD.")
+    write_reduce(tmp_path, steps, timeline_rows(steps), shapes)
+    page = _report(tmp_path, capsys)
+    assert "0.00 USD" not in page and "no price" in page
+    assert _verdicts(tmp_path)["quick"]["cost_per_1k_rate"] is None
+    md = (tmp_path / "leaderboard.md").read_text()
+    assert "0.00 USD" not in md and "no price" in md

@@ -67,6 +67,9 @@ def broken_uri(secret: str) -> st.SearchStrategy[str]:
         f"amqp://guest:{secret}",                            # reads as host:port, the port being the secret
         f"guest:{secret}@127.0.0.1:5672",                    # no scheme
         f"amqp://guest:{secret}@127.0.0.1:5672/\n",
+        f"amqp://guest@[::1]:5680/?password={secret}",       # a credential in the query (issue 29)
+        f"amqp://guest:guest@127.0.0.1:5672/?heartbeat=5&API_KEY={secret}",
+        f"amqp://127.0.0.1:5672/?token={secret}@other:1#x",
     ])
 
 

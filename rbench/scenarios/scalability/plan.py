@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from rbench.config.uri import check_driver_options
 from rbench.errors import ConfigError
 
 EXCHANGE_TYPES = ("direct", "topic", "fanout")
@@ -73,6 +74,7 @@ def validate(spec: SweepSpec) -> None:
     for ok, message in checks:
         if not ok:
             raise ConfigError(message)
+    check_driver_options(spec.uri, "amqp091")
     biggest = max(level.queues for series in series_levels(spec) for level in series)
     if biggest > spec.queue_limit:
         raise ConfigError(f"-x/-c: the sweep reaches {biggest:,} queues, above --queue-limit {spec.queue_limit:,}; "

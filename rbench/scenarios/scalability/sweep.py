@@ -24,8 +24,9 @@ from typing import Any
 
 from rbench.codec.amqp091 import K
 from rbench.config.types import ClusterTarget
+from rbench.config.uri import mask_uri
 from rbench.drivers.amqp091 import Amqp091Driver
-from rbench.errors import ConfigError, mask_uri
+from rbench.errors import ConfigError
 from rbench.scenarios.scalability import counters
 from rbench.scenarios.scalability.output import write_outputs
 from rbench.scenarios.scalability.phases import PhaseWork
