@@ -8,8 +8,9 @@ from __future__ import annotations
 import ssl
 from urllib.parse import parse_qs, unquote, urlsplit
 
+from rbench.config.uri import mask_uri
 from rbench.drivers.connect import AMQP_FRAME_MAX, tls_context
-from rbench.errors import ConfigError, mask_uri
+from rbench.errors import ConfigError
 
 
 class Amqp10Uri:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rbench.reduce.costs import is_priced
 from rbench.reduce import verdict
+from rbench.reduce.costs import is_priced
 from rbench.report.figures import fmt, money, rank_cell
 
 
