@@ -348,7 +348,7 @@ class Amqp10Driver:
         window = spec.prefetch or conn.uri.credit
         every = spec.multi_ack_every if spec.multi_ack_every > 1 else 0
         try:
-            await session.attach([f"rbench-c{spec.consumer_id}-{session.channel}", UInt(0), True,
+            attached = await session.attach([f"rbench-c{spec.consumer_id}-{session.channel}", UInt(0), True,
                                   UByte(1 if spec.auto_ack else 0), UByte(0),
                                   Described(ULong(SOURCE), [where]),
                                   Described(ULong(TARGET), [f"rbench-c{spec.consumer_id}"])], doing)
@@ -362,6 +362,10 @@ class Amqp10Driver:
         # a slow consumer settles (and grants credit) itself; the receiver only reports what arrives
         receiver = Receiver(session.channel, 0, on_message, 0 if manual else window, every, not spec.auto_ack,
                             session.remote_next_outgoing_id, manual)
+        # Credit is counted from the sender's delivery-count (AMQP 1.0 2.6.7): RabbitMQ 3.x starts it at 0, 4.x
+        # at 2^32 - 5 (to exercise serial-number wrap-around); a flow from 0 would grant 4.x five extra.
+        if len(attached) > 9 and attached[9] is not None:
+            receiver.delivery_count = int(attached[9])
         conn.reader.add_receiver(session.remote_channel, receiver)
         consumer = Amqp10Consumer(conn, session, receiver, delay_ns if manual else 0, window)
         receiver.write_flow(conn.reader.out, window)
