@@ -118,8 +118,7 @@ MATRIX: dict[str, DriverRow] = {row.name: row for row in (
             "returns": "4.0 releases a message nothing is bound to (the released outcome, counted as returned "
                        "through on_return), but AMQP 1.0 sends no body back: the driver rebuilds the stamp's "
                        "producer and seq only, so the suite's 'stamp intact' does not hold",
-            "streams": "4.0 reads a stream from the offset a receiver's source filter names "
-                       "(rabbitmq:stream-offset-spec); the driver does not send that filter yet"}}),
+            "streams": True}}),
     DriverRow(
         "stream", "stream", "stream", _stream_target, "delete_streams",
         supports={"declare": True, "confirms": True, "ordered_confirms": True, "confirm_window": True,

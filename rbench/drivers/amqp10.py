@@ -27,7 +27,7 @@ import ssl
 from typing import Any
 from urllib.parse import quote
 
-from rbench.codec.amqp10 import Described, UByte, UInt, ULong
+from rbench.codec.amqp10 import Described, Symbol, Timestamp, UByte, UInt, ULong
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
 from rbench.drivers._amqp10_link import Receiver, Sender
 from rbench.drivers.amqp10_protocol import FLUSH_BYTES, SOURCE, TARGET, Amqp10Uri, Connection, Session
@@ -35,7 +35,7 @@ from rbench.drivers.base import OnLost, OnMessage, PublishSink
 from rbench.drivers.connect import LossWatch, first_that_answers
 from rbench.drivers.replies import AccessRefused, NotFound
 from rbench.drivers.work import SimulatedWork
-from rbench.errors import BrokerError, CodecError, os_error_text
+from rbench.errors import BrokerError, CodecError, ConfigError, os_error_text
 
 CONNECT_TIMEOUT_S = 9.0
 LINGER_S = 0.05              # with multi_ack_every, dispositions still pending are sent after this long
@@ -175,6 +175,29 @@ class Amqp10Publisher:
         self._conn.flow_listeners.discard(self._wake)
         self._conn.flush()
         await self._session.close(self._sender.handle)
+
+
+STREAM_OFFSET_SPEC = Symbol("rabbitmq:stream-offset-spec")
+
+
+def stream_offset_filter(offset: str) -> dict[Symbol, Described]:
+    """The source filter-set that makes RabbitMQ 4.x start a stream receiver at ``offset`` (ConsumerSpec.offset:
+    first | last | next | offset:N | timestamp:MS).
+
+    4.x reads a stream over AMQP 1.0 from the offset this filter names (rabbitmq.com/docs/amqp, "Filters"),
+    and ignores it on classic and quorum queues, so it is sent on every receiving link; RabbitMQ 3.x's plugin
+    cannot read a stream from an offset at all (docs/drivers.md)."""
+    kind, _, number = offset.partition(":")
+    value: object
+    if kind == "offset" and number.isdigit():
+        value = ULong(int(number))
+    elif kind == "timestamp" and number.isdigit():
+        value = Timestamp(int(number))
+    elif offset in ("first", "last", "next"):
+        value = offset
+    else:
+        raise ConfigError(f"consumer.offset: expected first, last, next, offset:N or timestamp:MS, got {offset!r}")
+    return {STREAM_OFFSET_SPEC: Described(STREAM_OFFSET_SPEC, value)}
 
 
 class Amqp10Consumer:
@@ -350,7 +373,8 @@ class Amqp10Driver:
         try:
             attached = await session.attach([f"rbench-c{spec.consumer_id}-{session.channel}", UInt(0), True,
                                   UByte(1 if spec.auto_ack else 0), UByte(0),
-                                  Described(ULong(SOURCE), [where]),
+                                  Described(ULong(SOURCE), [where, None, None, None, None, None, None,
+                                                            stream_offset_filter(spec.offset)]),
                                   Described(ULong(TARGET), [f"rbench-c{spec.consumer_id}"])], doing)
         except BaseException:
             conn.forget(session)
