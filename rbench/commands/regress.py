@@ -1,4 +1,4 @@
-"""`rbench regress`: is tonight worse than the nights before? Exit 1 on a regression.
+"""`rbench regress`: is tonight worse than the nights before? Exit 1 on a regression, 4 when it cannot tell yet.
 
 Method, thresholds and false-alarm rate: docs/history.md. Thresholds come from the
 workload's `regress:` section (as tonight's run recorded it) and the flags below.
@@ -8,7 +8,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-HELP = "Check tonight's run against the history (gate + change points); exit 1 on a regression."
+HELP = ("Check tonight's run against the history (gate + change points); exit 1 on a regression, "
+        "4 when some series have too few nights to judge.")
 
 
 def _fraction(text: str) -> float:
@@ -56,4 +57,4 @@ def run(args: argparse.Namespace) -> int:
     md, page = summary.write(result, out)
     print(summary.markdown(result))
     print(f"summary: {md}  {page}")
-    return 1 if result.regressions else 0
+    return result.exit_code

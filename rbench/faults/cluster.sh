@@ -20,27 +20,45 @@
 # the Erlang cookie rabbitmqctl uses for the invoking user (the Debian wrappers run both as the
 # rabbitmq user when called by root), so `rabbitmqctl -n rabbit-2@localhost status` just works.
 # The system broker (rabbit@localhost, 5672) is never touched.
+#
+# RBENCH_CLUSTER_VERSION=4 runs the same commands on a second layout: RabbitMQ 4.0 from the Debian trixie
+# root that scripts/broker4.sh builds (`make broker-4`; 4.0 needs a newer libc than this machine's, so the
+# nodes run chrooted there). Node i is then rabbit4-i@localhost: AMQP 5720+i, management 15720+i,
+# Prometheus 15810+i, streams 5570+i, distribution 25720+i, files in /tmp/rbench-cluster4/rabbit4-i inside
+# that root. Neither layout's ports clash with the other's, nor with broker4.sh's single node, so a 3.10
+# cluster and a 4.0 cluster can run side by side.
 set -uo pipefail
 
 # ---- the layout (the only place it is written) -------------------------------------------------
-BASE="${RBENCH_CLUSTER_DIR:-/tmp/rbench-cluster}"
+VERSION="${RBENCH_CLUSTER_VERSION:-3}"
+case "$VERSION" in
+  3) PREFIX=rabbit; PORT_OFFSET=0; STREAM_OFFSET=0; CHROOT=""
+     PLUGINS="rabbitmq_management,rabbitmq_prometheus,rabbitmq_stream,rabbitmq_amqp1_0"
+     INNER_BASE="${RBENCH_CLUSTER_DIR:-/tmp/rbench-cluster}" ;;
+  4) PREFIX=rabbit4; PORT_OFFSET=20; STREAM_OFFSET=10; CHROOT="${RBENCH_BROKER4_ROOT:-/var/lib/rbench/rabbitmq-4}"
+     PLUGINS="rabbitmq_management,rabbitmq_prometheus,rabbitmq_stream"      # AMQP 1.0 is built into 4.x
+     INNER_BASE="${RBENCH_CLUSTER_DIR:-/tmp/rbench-cluster4}" ;;
+  *) echo "cluster: RBENCH_CLUSTER_VERSION: expected 3 (the system's RabbitMQ) or 4 (RabbitMQ 4.0), got '$VERSION'" >&2; exit 2 ;;
+esac
+BASE="$CHROOT$INNER_BASE"       # where this script sees the nodes' files; the nodes see INNER_BASE
 DEFAULT_NODES=3
 MAX_NODES=9                     # one machine, one-digit names; the port ranges would allow more
 HOST=localhost
 BIND=127.0.0.1
-PLUGINS="rabbitmq_management,rabbitmq_prometheus,rabbitmq_stream,rabbitmq_amqp1_0"
 MEMORY="${RBENCH_CLUSTER_MEMORY:-1GiB}"     # vm_memory_high_watermark.absolute per node
 BOOT_TIMEOUT=180                # seconds a node may take to boot (2 shared cores, cold caches)
 STOP_TIMEOUT=60
 
-node_name() { echo "rabbit-$1@$HOST"; }
-amqp_port() { echo $((5700 + $1)); }
-mgmt_port() { echo $((15700 + $1)); }
-prom_port() { echo $((15790 + $1)); }
-stream_port() { echo $((5560 + $1)); }
-dist_port() { echo $((25700 + $1)); }
-node_dir() { echo "$BASE/rabbit-$1"; }
+node_name() { echo "$PREFIX-$1@$HOST"; }
+amqp_port() { echo $((5700 + PORT_OFFSET + $1)); }
+mgmt_port() { echo $((15700 + PORT_OFFSET + $1)); }
+prom_port() { echo $((15790 + PORT_OFFSET * 3 / 2 + $1)); }      # 15791… (3.x), 15821… (4.x)
+stream_port() { echo $((5560 + STREAM_OFFSET + $1)); }
+dist_port() { echo $((25700 + PORT_OFFSET + $1)); }
+node_dir() { echo "$BASE/$PREFIX-$1"; }                          # as this script sees it
+inner_dir() { echo "$INNER_BASE/$PREFIX-$1"; }                   # as the node and rabbitmqctl see it
 pid_file() { echo "$(node_dir "$1")/rabbit.pid"; }
+inner_pid_file() { echo "$(inner_dir "$1")/rabbit.pid"; }
 
 die() { echo "cluster: $*" >&2; exit 1; }
 say() { echo "cluster: $*"; }
@@ -60,14 +78,22 @@ find_cmd() {
 }
 
 need_rabbitmq() {
-  SERVER=$(find_cmd rabbitmq-server)
-  CTL=$(find_cmd rabbitmqctl)
-  if [ -z "$SERVER" ] || [ -z "$CTL" ]; then
+  if [ -n "$CHROOT" ]; then
+    [ -f "$CHROOT/.rbench-ready" ] || die "RabbitMQ 4.0's root $CHROOT is not built; run 'make broker-4' (scripts/broker4.sh) first"
+    mountpoint -q "$CHROOT/proc" || mount -t proc proc "$CHROOT/proc" || die "cannot mount /proc in $CHROOT"
+    mountpoint -q "$CHROOT/dev" || mount --bind /dev "$CHROOT/dev" || die "cannot mount /dev in $CHROOT"
+    SERVER=(chroot "$CHROOT" env HOME=/var/lib/rabbitmq /usr/sbin/rabbitmq-server)
+    CTL=(chroot "$CHROOT" env HOME=/var/lib/rabbitmq /usr/sbin/rabbitmqctl)
+    return 0
+  fi
+  SERVER=("$(find_cmd rabbitmq-server)")
+  CTL=("$(find_cmd rabbitmqctl)")
+  if [ -z "${SERVER[0]}" ] || [ -z "${CTL[0]}" ]; then
     die "rabbitmq-server is not installed; install it with 'sudo apt-get install rabbitmq-server' (Debian/Ubuntu) or see https://www.rabbitmq.com/download.html"
   fi
 }
 
-ctl() { local i=$1; shift; "$CTL" -q -n "$(node_name "$i")" "$@"; }
+ctl() { local i=$1; shift; "${CTL[@]}" -q -n "$(node_name "$i")" "$@"; }
 
 # ---- processes ---------------------------------------------------------------------------------
 # The node's OS pid: the pid file RabbitMQ writes at boot, checked against the process's environment
@@ -136,15 +162,17 @@ EOF
   echo "[]." >"$dir/advanced.config"
   echo "# rbench cluster.sh: the node's settings come from its environment (cluster.sh node_env)" >"$dir/rabbitmq-env.conf"
   echo "[$PLUGINS]." >"$dir/enabled_plugins"
-  # Debian's wrappers run the node as the rabbitmq user when root calls them
-  if [ "$(id -u)" -eq 0 ] && id rabbitmq >/dev/null 2>&1; then
+  # Debian's wrappers run the node as the rabbitmq user when root calls them (the root's own user in a chroot)
+  if [ -n "$CHROOT" ]; then
+    chroot "$CHROOT" chown -R rabbitmq: "$(inner_dir "$i")" "$INNER_BASE"
+  elif [ "$(id -u)" -eq 0 ] && id rabbitmq >/dev/null 2>&1; then
     chown -R rabbitmq: "$dir" && chown rabbitmq: "$BASE"
   fi
 }
 
 node_env() {
   local i=$1 dir
-  dir=$(node_dir "$i")
+  dir=$(inner_dir "$i")
   export RABBITMQ_NODENAME="$(node_name "$i")"
   export RABBITMQ_DIST_PORT="$(dist_port "$i")"
   export RABBITMQ_CONFIG_FILE="$dir/rabbitmq.conf"
@@ -164,12 +192,12 @@ launch() {      # start node i's VM in the background (returns at once)
   check_ports "$i"
   write_config "$i"
   rm -f "$(pid_file "$i")"
-  ( cd "$dir" && node_env "$i" && exec "$SERVER" -detached ) </dev/null >"$dir/log/startup.log" 2>&1
+  ( cd "$dir" && node_env "$i" && exec "${SERVER[@]}" -detached ) </dev/null >"$dir/log/startup.log" 2>&1
 }
 
 await_boot() {  # wait until node i's rabbit application runs (`rabbitmqctl wait` reads the pid file the node writes)
   local i=$1
-  if ! timeout $((BOOT_TIMEOUT + 10)) "$CTL" -q -n "$(node_name "$i")" wait "$(pid_file "$i")" --timeout "$BOOT_TIMEOUT" >/dev/null 2>&1; then
+  if ! timeout $((BOOT_TIMEOUT + 10)) "${CTL[@]}" -q -n "$(node_name "$i")" wait "$(inner_pid_file "$i")" --timeout "$BOOT_TIMEOUT" >/dev/null 2>&1; then
     echo "cluster: $(node_name "$i") did not boot within $BOOT_TIMEOUT s; see $(node_dir "$i")/log" >&2
     return 1
   fi
@@ -251,7 +279,7 @@ stop_one() {    # graceful, then SIGKILL if it hangs; quiet when already stopped
   local i=$1 pid
   pid=$(node_pid "$i") || return 0
   [ "$(proc_state "$pid")" = T ] && kill -CONT "$pid"
-  timeout $((STOP_TIMEOUT + 5)) "$CTL" -q -n "$(node_name "$i")" stop "$(pid_file "$i")" >/dev/null 2>&1
+  timeout $((STOP_TIMEOUT + 5)) "${CTL[@]}" -q -n "$(node_name "$i")" stop "$(inner_pid_file "$i")" >/dev/null 2>&1
   if ! wait_gone "$pid" "$STOP_TIMEOUT"; then
     kill -KILL "$pid" 2>/dev/null
     wait_gone "$pid" 10
@@ -269,7 +297,7 @@ cmd_stop() {
   need_rabbitmq
   # every node directory there is, not only the first N: nothing may be left running
   local all
-  all=$( (seq 1 "$n"; ls -d "$BASE"/rabbit-* 2>/dev/null | sed 's/.*rabbit-//') | grep -E '^[0-9]+$' | sort -un)
+  all=$( (seq 1 "$n"; ls -d "$BASE/$PREFIX"-* 2>/dev/null | sed "s/.*$PREFIX-//") | grep -E '^[0-9]+$' | sort -un)
   for i in $all; do stop_one "$i" & pids+=($!); done
   for p in "${pids[@]}"; do wait "$p"; done
   for i in $all; do
@@ -277,7 +305,7 @@ cmd_stop() {
   done
   if [ "$clean" -eq 1 ] && [ -d "$BASE" ]; then
     [ -f "$BASE/.rbench-cluster" ] || die "$BASE was not made by cluster.sh: not removing it"
-    rm -rf "$BASE"/rabbit-* "$BASE/nodes" "$BASE/.rbench-cluster"
+    rm -rf "$BASE/$PREFIX"-* "$BASE/nodes" "$BASE/.rbench-cluster"
     rmdir "$BASE" 2>/dev/null
     say "stopped; removed $BASE"
   else

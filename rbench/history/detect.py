@@ -99,8 +99,11 @@ def _scale(values: np.ndarray, log: bool) -> tuple[np.ndarray, Any]:
     return (np.log(v), np.exp) if log else (v, lambda m: m)
 
 
+MIN_BASELINE_NIGHTS = 5       # the gate judges no night against fewer baseline nights than this
+
+
 def gate(values: np.ndarray, worse: int, alpha: float, baseline_nights: int = 30, recent: int = 3,
-         min_baseline: int = 5, log: bool = True) -> GateResult | None:
+         min_baseline: int = MIN_BASELINE_NIGHTS, log: bool = True) -> GateResult | None:
     """Tonight (the last value) and the k-1 nights before it against the nights before those.
 
     worse = -1 when lower is worse (throughput), +1 when higher is worse (latency). Returns None

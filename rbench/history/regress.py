@@ -25,7 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from rbench.errors import ConfigError
-from rbench.history.detect import ChangePoint, GateResult, change_points, gate
+from rbench.history.detect import MIN_BASELINE_NIGHTS, ChangePoint, GateResult, change_points, gate
 from rbench.samples.conventions import shown_step
 
 # metric column → which way is worse (-1: lower is worse, +1: higher is worse)
@@ -34,6 +34,11 @@ DEFAULT_METRICS: dict[str, int] = {
     "e2e_p50_ms": +1, "e2e_p95_ms": +1, "e2e_p99_ms": +1, "confirm_p99_ms": +1,
 }
 TINY = 1e-9          # a throughput of 0 is kept (as this) so that it reads as the drop it is
+MIN_NIGHTS = MIN_BASELINE_NIGHTS + 1      # the baseline nights the gate needs, and tonight
+TOO_FEW_NIGHTS = "too few nights"
+
+# `rbench regress` exit codes (docs/history.md): a pipeline must tell "no regression" from "cannot tell yet"
+EXIT_NO_REGRESSION, EXIT_REGRESSION, EXIT_NOT_ENOUGH_HISTORY = 0, 1, 4
 
 
 def format_p(p: float) -> str:
@@ -100,7 +105,7 @@ class Finding:
     runs: list[dict[str, Any]]     # per night: run_id and metadata
     gate: GateResult | None
     change_points: list[ChangePoint] = field(default_factory=list)
-    status: str = "ok"             # regression | ok | too few nights | no value tonight
+    status: str = "ok"             # regression | ok | TOO_FEW_NIGHTS | no value tonight
     reason: str = ""
     night_of_change: int | None = None      # index into nights
 
@@ -120,6 +125,32 @@ class Result:
     @property
     def regressions(self) -> list[Finding]:
         return [f for f in self.findings if f.status == "regression"]
+
+    @property
+    def unjudged(self) -> list[Finding]:
+        """Series with too few nights for the gate: no verdict either way, so no clean bill for them."""
+        return [f for f in self.findings if f.status == TOO_FEW_NIGHTS]
+
+    @property
+    def exit_code(self) -> int:
+        """1 on any regression; else 4 while any series of tonight cannot be judged yet; else 0."""
+        if self.regressions:
+            return EXIT_REGRESSION
+        return EXIT_NOT_ENOUGH_HISTORY if self.unjudged else EXIT_NO_REGRESSION
+
+    def headline(self) -> str:
+        """The one sentence a nightly pipeline's reader acts on, with the numbers behind it."""
+        n, regs, unjudged = len(self.findings), self.regressions, self.unjudged
+        if regs:
+            return f"**REGRESSION** in {len(regs)} of {n} series."
+        if unjudged:
+            have = sorted({len(f.values) for f in unjudged})
+            nights = f"{have[0]}" if len(have) == 1 else f"{have[0]} to {have[-1]}"
+            judged = n - len(unjudged)
+            rest = (f"; no regression in the other {judged} series" if judged else "")
+            return (f"Not enough history: {len(unjudged)} of {n} series have {nights} night(s), and the gate needs at "
+                    f"least {MIN_NIGHTS} ({MIN_BASELINE_NIGHTS} baseline nights and tonight): no verdict for them{rest}.")
+        return f"No regression in {n} series."
 
 
 def _series_rows(table: pa.Table, run_id: str | None, any_hash: bool) -> tuple[list[dict[str, Any]], dict[str, Any], int]:
@@ -192,7 +223,7 @@ def judge(f: Finding, t: Thresholds) -> Finding:
     f.change_points = change_points(values, t.change_point_alpha, t.min_size, t.permutations,
                                     seed=f"{cluster}/{step}/{metric}", log=log)
     if f.gate is None:
-        f.status, f.reason = "too few nights", f"{len(values)} night(s); the gate needs at least 6"
+        f.status, f.reason = TOO_FEW_NIGHTS, f"{len(values)} night(s); the gate needs at least {MIN_NIGHTS}"
     n, need = len(values), t.min_change(metric)
 
     def big(change: float) -> bool:

@@ -65,10 +65,7 @@ def markdown(result: Result) -> str:
     regs = result.regressions
     n = len(result.findings)
     lines = [f"# rbench regress: {result.workload}, tonight {t['night']} ({t['run_id']})", ""]
-    if regs:
-        lines.append(f"**REGRESSION** in {len(regs)} of {n} series.")
-    else:
-        lines.append(f"No regression in {n} series.")
+    lines.append(result.headline())
     lines += ["", f"Expected false alarms per night from the gate: at most {n} series × {result.thresholds.alpha:g} = "
               f"{n * result.thresholds.alpha:.2f}.", ""]
     if result.skipped_hashes:
@@ -123,7 +120,7 @@ def html_page(result: Result, md_rows: str | None = None, plot_all: bool = False
             "padding:2px 6px;font-size:13px}.bad{color:#b00;font-weight:bold}</style></head><body>")
     body = [f"<h1>rbench regress: {e(result.workload)}, tonight {e(str(t['night']))} ({e(t['run_id'])})</h1>"]
     body.append(f"<p class='bad'>REGRESSION in {len(regs)} of {len(result.findings)} series</p>" if regs
-                else f"<p>No regression in {len(result.findings)} series.</p>")
+                else f"<p>{e(result.headline())}</p>")
     body.append("<table><tr>" + "".join(f"<th>{e(h)}</th>" for h in HEADER) + "</tr>")
     for f in sorted(result.findings, key=lambda f: f.status != "regression"):
         cells = _row(f)

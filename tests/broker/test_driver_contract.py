@@ -32,6 +32,7 @@ from rbench.drivers.base import DRIVERS, Consumer, Driver, Publisher, load_drive
 from rbench.drivers.replies import NotFound
 from rbench.errors import BrokerError, ConfigError, ConnectError, ConnectionLost
 from rbench.runtime.stamp import new_payload, read_stamp, write_stamp
+from tests.brokers import BROKERS, Broker
 from tests.drivers_matrix import MATRIX, DriverRow
 from tests.loops import LoopRunner
 from tests.proxy import MakeProxy, TcpProxy, host_port
@@ -55,6 +56,25 @@ def row(request: pytest.FixtureRequest) -> DriverRow:
         pytest.fail(f"driver {name!r} is registered in rbench.drivers.base.DRIVERS but has no row in "
                     "tests/drivers_matrix.py MATRIX: add one (and run `python -m tests.drivers_matrix --write`)")
     return MATRIX[name]
+
+
+@pytest.fixture(params=BROKERS, ids=lambda b: b.name)
+def broker(request: pytest.FixtureRequest) -> Broker:
+    """Each broker of tests/brokers.py (RabbitMQ 3.10 and 4.0): the suite is the same, the answers may differ."""
+    b: Broker = request.param
+    b.require()
+    return b
+
+
+@pytest.fixture
+def amqp_url(broker: Broker) -> str:
+    """The AMQP URL of this test's broker (overrides the session's 3.10 one for this module)."""
+    return broker.amqp_url
+
+
+@pytest.fixture
+def stream_url(broker: Broker) -> str:
+    return broker.stream_url
 
 
 @pytest.fixture
@@ -86,10 +106,10 @@ def cleanup(amqp_url: str) -> Iterator[list[str]]:
         delete_queues(amqp_url, names)
 
 
-def need(row: DriverRow, feature: str) -> None:
-    why = row.reason(feature)
+def need(row: DriverRow, feature: str, broker: Broker) -> None:
+    why = row.reason(feature, broker.name)
     if why is not None:
-        pytest.skip(f"{row.name} does not support {feature}: {why}")
+        pytest.skip(f"{row.name} does not support {feature} on RabbitMQ {broker.version_prefix}: {why}")
 
 
 # ---------------------------------------------------------------- helpers
@@ -132,7 +152,7 @@ async def driver_with_queue(row: DriverRow, uri: str, name: str, cleanup: list[s
     (bounded), the queue deleted by the ``cleanup`` fixture."""
     decl = queue_decl(name, queue_type or row.queue_type)
     cleanup.append(name)
-    if row.reason("declare") is not None:          # the driver cannot declare: the test's own connection does
+    if row.reason("declare") is not None:          # (the same on every broker) the driver cannot declare: the test's own connection does
         admin = Amqp091Driver()
         await admin.open(_target(amqp_url))
         try:
@@ -303,9 +323,9 @@ def test_published_messages_are_consumed_once_in_order_with_their_stamps(
     run(main(), timeout=45)
 
 
-def test_confirms_reach_the_sink_in_seq_order(row: DriverRow, endpoint: str, amqp_url: str, unique_name: str,
+def test_confirms_reach_the_sink_in_seq_order(row: DriverRow, broker: Broker, endpoint: str, amqp_url: str, unique_name: str,
                                               cleanup: list[str], run: LoopRunner) -> None:
-    need(row, "ordered_confirms")
+    need(row, "ordered_confirms", broker)
     n = 500
 
     async def main() -> None:
@@ -320,10 +340,10 @@ def test_confirms_reach_the_sink_in_seq_order(row: DriverRow, endpoint: str, amq
     run(main(), timeout=30)
 
 
-def test_drain_counts_what_is_unconfirmed(row: DriverRow, endpoint: str, proxy: TcpProxy, amqp_url: str,
+def test_drain_counts_what_is_unconfirmed(row: DriverRow, broker: Broker, endpoint: str, proxy: TcpProxy, amqp_url: str,
                                           unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
     """With forwarding paused nothing is confirmed: drain times out with every message outstanding."""
-    need(row, "confirms")
+    need(row, "confirms", broker)
 
     async def main() -> None:
         async with driver_with_queue(row, proxy.uri(endpoint), unique_name, cleanup, amqp_url) as d:
@@ -342,9 +362,9 @@ def test_drain_counts_what_is_unconfirmed(row: DriverRow, endpoint: str, proxy: 
     run(main(), timeout=30)
 
 
-def test_ready_blocks_at_the_confirm_window(row: DriverRow, endpoint: str, proxy: TcpProxy, amqp_url: str,
+def test_ready_blocks_at_the_confirm_window(row: DriverRow, broker: Broker, endpoint: str, proxy: TcpProxy, amqp_url: str,
                                             unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
-    need(row, "confirm_window")
+    need(row, "confirm_window", broker)
     window = 8
 
     async def main() -> None:
@@ -369,8 +389,8 @@ def test_ready_blocks_at_the_confirm_window(row: DriverRow, endpoint: str, proxy
 
 
 def test_mandatory_unroutable_messages_come_back_through_on_return(
-        row: DriverRow, endpoint: str, unique_name: str, run: LoopRunner) -> None:
-    need(row, "returns")
+        row: DriverRow, broker: Broker, endpoint: str, unique_name: str, run: LoopRunner) -> None:
+    need(row, "returns", broker)
 
     async def main() -> None:
         d = await opened(row, endpoint)
@@ -393,10 +413,10 @@ def test_mandatory_unroutable_messages_come_back_through_on_return(
 
 # ---------------------------------------------------------------- consumers
 
-def test_prefetch_bounds_unacked_deliveries(row: DriverRow, endpoint: str, amqp_url: str, unique_name: str,
+def test_prefetch_bounds_unacked_deliveries(row: DriverRow, broker: Broker, endpoint: str, amqp_url: str, unique_name: str,
                                            cleanup: list[str], run: LoopRunner) -> None:
     """A consumer busy for 1 s per message holds exactly `prefetch` deliveries (the broker's count)."""
-    need(row, "prefetch")
+    need(row, "prefetch", broker)
     n, prefetch = 40, 5
 
     async def main() -> None:
@@ -420,10 +440,10 @@ def test_prefetch_bounds_unacked_deliveries(row: DriverRow, endpoint: str, amqp_
 
 
 def test_pause_stops_deliveries_and_resume_starts_them_again(
-        row: DriverRow, endpoint: str, amqp_url: str, unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
+        row: DriverRow, broker: Broker, endpoint: str, amqp_url: str, unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
     """consumer.pause's promise: after pause() nothing more is delivered and the queue keeps the rest; after
     resume() the same consumer gets the rest, each once; pausing or resuming twice changes nothing."""
-    need(row, "pause")
+    need(row, "pause", broker)
 
     async def main() -> None:
         async with driver_with_queue(row, endpoint, unique_name, cleanup, amqp_url) as d:
@@ -451,11 +471,11 @@ def test_pause_stops_deliveries_and_resume_starts_them_again(
     run(main(), timeout=30)
 
 
-def test_a_consumer_that_cannot_pause_says_so(row: DriverRow, endpoint: str, amqp_url: str, unique_name: str,
-                                             cleanup: list[str], run: LoopRunner) -> None:
+def test_a_consumer_that_cannot_pause_says_so(row: DriverRow, broker: Broker, endpoint: str, amqp_url: str,
+                                             unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
     """Without the `pause` feature, `pausable` is False and pause()/resume() refuse with a ConfigError
     naming the driver, rather than leave the consumer delivering while the run believes it paused."""
-    if row.reason("pause") is None:
+    if row.reason("pause", broker.name) is None:
         pytest.skip(f"{row.name} can pause its consumers (test_pause_stops_deliveries_and_resume_starts_them_again)")
 
     async def main() -> None:
@@ -470,11 +490,11 @@ def test_a_consumer_that_cannot_pause_says_so(row: DriverRow, endpoint: str, amq
     run(main(), timeout=30)
 
 
-def test_multi_ack_acks_n_deliveries_at_a_time(row: DriverRow, endpoint: str, proxy: TcpProxy, amqp_url: str,
+def test_multi_ack_acks_n_deliveries_at_a_time(row: DriverRow, broker: Broker, endpoint: str, proxy: TcpProxy, amqp_url: str,
                                                unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
     """With prefetch = N = multi_ack_every, all messages flow only if each ack frees N deliveries;
     the proxy's byte count shows a handful of ack frames, not one per message."""
-    need(row, "multi_ack")
+    need(row, "multi_ack", broker)
     n, every = 35, 10
 
     async def main() -> None:
@@ -574,10 +594,10 @@ def test_a_cut_connection_fails_publishing_and_loses_nothing_silently(
     run(main(), timeout=45)
 
 
-def test_added_latency_shows_in_confirm_latency(row: DriverRow, endpoint: str, proxy: TcpProxy, amqp_url: str,
+def test_added_latency_shows_in_confirm_latency(row: DriverRow, broker: Broker, endpoint: str, proxy: TcpProxy, amqp_url: str,
                                                unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
     """20 ms added to every chunk each way: no confirm comes back sooner than 2 × 20 ms after its publish."""
-    need(row, "confirms")
+    need(row, "confirms", broker)
     added = 0.020
 
     async def main() -> None:
@@ -604,9 +624,9 @@ def test_added_latency_shows_in_confirm_latency(row: DriverRow, endpoint: str, p
 
 # ---------------------------------------------------------------- topology
 
-def test_what_the_driver_declared_it_can_delete(row: DriverRow, endpoint: str, amqp_url: str, unique_name: str,
+def test_what_the_driver_declared_it_can_delete(row: DriverRow, broker: Broker, endpoint: str, amqp_url: str, unique_name: str,
                                                 cleanup: list[str], run: LoopRunner) -> None:
-    need(row, "declare")
+    need(row, "declare", broker)
 
     async def main() -> None:
         cleanup.append(unique_name)                       # in case an assertion stops us before the delete
@@ -624,8 +644,8 @@ def test_what_the_driver_declared_it_can_delete(row: DriverRow, endpoint: str, a
 
 
 def test_a_stream_queue_is_published_to_and_consumed_from_first(
-        row: DriverRow, endpoint: str, amqp_url: str, unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
-    need(row, "streams")
+        row: DriverRow, broker: Broker, endpoint: str, amqp_url: str, unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
+    need(row, "streams", broker)
     n = 200
 
     async def main() -> None:
@@ -656,9 +676,9 @@ def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Pat
     return make_certs(tmp_path_factory.mktemp("tls"))
 
 
-def test_tls_round_trip(row: DriverRow, endpoint: str, tcp_proxy: MakeProxy, tls_files: tuple[Path, Path, Path],
+def test_tls_round_trip(row: DriverRow, broker: Broker, endpoint: str, tcp_proxy: MakeProxy, tls_files: tuple[Path, Path, Path],
                         amqp_url: str, unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
-    need(row, "tls")
+    need(row, "tls", broker)
     ca, cert, key = tls_files
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(str(cert), str(key))
@@ -684,11 +704,11 @@ def test_tls_round_trip(row: DriverRow, endpoint: str, tcp_proxy: MakeProxy, tls
 
 
 def test_a_lost_connection_is_one_named_error_for_the_runtime_to_ride_through(
-        row: DriverRow, endpoint: str, proxy: TcpProxy, unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
+        row: DriverRow, broker: Broker, endpoint: str, proxy: TcpProxy, unique_name: str, cleanup: list[str], run: LoopRunner) -> None:
     """Cut with deliveries taken: on_lost once, ConnectionLost from ready()/publish(), and what a fresh driver
     (what the runtime opens) delivers: every delivery held unacked comes back flagged redelivered; on a
     stream, which has no acks, the consumer's resume_spec starts exactly after what it had handled."""
-    need(row, "reconnect")
+    need(row, "reconnect", broker)
     n = 30
     stream = row.queue_type == "stream"
 

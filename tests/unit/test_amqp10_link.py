@@ -260,3 +260,18 @@ def test_a_manual_receiver_reports_each_delivery_and_settles_only_when_told() ->
     r.accept(out, 0, 2)
     ((_, disposition, _),) = frames(bytes(out))
     assert disposition.descriptor == 0x15 and disposition.value[:4] == [True, 0, 2, True]
+
+
+def test_stream_offset_filter_names_each_offset_form_as_rabbitmq_4_reads_it() -> None:
+    from rbench.codec.amqp10 import Described, Symbol, Timestamp, ULong
+    from rbench.drivers.amqp10 import STREAM_OFFSET_SPEC, stream_offset_filter
+    from rbench.errors import ConfigError
+
+    assert STREAM_OFFSET_SPEC == Symbol("rabbitmq:stream-offset-spec")
+    for offset, value in (("first", "first"), ("last", "last"), ("next", "next"), ("offset:42", ULong(42)),
+                          ("timestamp:1700000000000", Timestamp(1700000000000))):
+        (key, described), = stream_offset_filter(offset).items()
+        assert key == STREAM_OFFSET_SPEC and isinstance(described, Described)
+        assert described.descriptor == STREAM_OFFSET_SPEC and described.value == value
+    with pytest.raises(ConfigError, match="consumer.offset: expected first, last, next"):
+        stream_offset_filter("offset:-1")

@@ -3,6 +3,7 @@ controller, with harmless commands (true, false, sleep) and a fake executor: no 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import threading
 import time
@@ -105,6 +106,29 @@ def test_local_names_follow_the_script_layout() -> None:
     assert "stream=5562" in lines[1] and "dist=25702" in lines[1]
     assert [local_index(n) for n in ("rabbit-2", "rabbit-2@localhost", "rabbit-0", "rabbit-2@other", "mq1")] == \
         [2, 2, None, None, None]
+
+
+def _ports(info: str) -> set[int]:
+    return {int(word.split("=")[1]) for line in info.splitlines() for word in line.split()
+            if word.split("=")[0] in ("amqp", "management", "prometheus", "stream", "dist")}
+
+
+def test_the_rabbitmq_4_layout_clashes_with_neither_the_3_layout_nor_broker4() -> None:
+    """RBENCH_CLUSTER_VERSION=4: nodes rabbit4-i on ports of their own, so both clusters can run side by side."""
+    env = {**os.environ, "RBENCH_CLUSTER_VERSION": "4"}
+    env.pop("RBENCH_CLUSTER_DIR", None)
+    four = subprocess.run(["bash", str(script_path()), "info", "9"], capture_output=True, text=True, check=True, env=env).stdout
+    three = subprocess.run(["bash", str(script_path()), "info", "9"], capture_output=True, text=True, check=True,
+                           env={k: v for k, v in env.items() if k != "RBENCH_CLUSTER_VERSION"}).stdout
+    assert four.splitlines()[1].split()[0] == "rabbit4-2@localhost"
+    assert "amqp=5722 management=15722 prometheus=15822 stream=5572 dist=25722" in four.splitlines()[1]
+    assert "/tmp/rbench-cluster4/rabbit4-2" in four.splitlines()[1]
+    broker4 = {5680, 5580, 15680, 15780, 25680}             # scripts/broker4.sh's single node
+    assert len(_ports(four)) == len(_ports(three)) == 45
+    assert not _ports(four) & _ports(three) and not _ports(four) & broker4 and not _ports(three) & broker4
+    bad = subprocess.run(["bash", str(script_path()), "info"], capture_output=True, text=True,
+                         env={**env, "RBENCH_CLUSTER_VERSION": "5"})
+    assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "RBENCH_CLUSTER_VERSION" in bad.stderr
 
 
 def test_local_executor_maps_verbs_to_script_commands() -> None:

@@ -9,7 +9,7 @@ from scipy import stats
 
 from rbench.cli import main
 from rbench.history.detect import change_points, critical_value, gate
-from rbench.history.regress import Finding, Thresholds, judge
+from rbench.history.regress import EXIT_NOT_ENOUGH_HISTORY, Finding, Thresholds, judge
 from tests.synthetic_history import nights, noisy, write_history
 
 T = Thresholds(metrics=("consume_rate",))
@@ -54,6 +54,28 @@ def test_sixty_flat_nights_raise_no_alert(tmp_path: Path, capsys: pytest.Capture
     out = capsys.readouterr().out
     assert "No regression in 3 series" in out
     assert (hist / "regress").is_dir()
+
+
+@pytest.mark.parametrize("nights_so_far", [1, 5])
+def test_too_little_history_says_so_and_claims_no_clean_bill(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                             nights_so_far: int) -> None:
+    hist = tmp_path / "h"
+    write_history(hist, tmp_path / "runs", noisy(nights_so_far, seed=3))
+    code = main(["regress", "--history", str(hist), "--metrics", "consume_rate,e2e_p99_ms", "--out", str(tmp_path / "o")])
+    out = capsys.readouterr().out
+    assert code == EXIT_NOT_ENOUGH_HISTORY == 4
+    assert "No regression" not in out
+    assert (f"Not enough history: 2 of 2 series have {nights_so_far} night(s), and the gate needs at least 6 "
+            "(5 baseline nights and tonight)") in out
+    assert out.count("too few nights") >= 2                      # every series says so in the table
+    assert "Not enough history" in (tmp_path / "o" / "regress.html").read_text()
+
+
+def test_six_nights_are_enough_to_judge(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    hist = tmp_path / "h"
+    write_history(hist, tmp_path / "runs", noisy(6, seed=3))
+    assert main(["regress", "--history", str(hist), "--metrics", "consume_rate"]) == 0
+    assert "No regression in 1 series." in capsys.readouterr().out
 
 
 def test_gate_false_alarm_rate_over_many_seeds_is_alpha() -> None:
