@@ -8,7 +8,7 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 WORKLOAD ?= conf/workloads/quickstart.yaml
 
-.PHONY: run test lint unit dist chart-test prometheus dashboards bench bench-runtime bench-codec bench-amqp091 bench-amqp10 bench-streams bench-reduce bench-regress broker cluster cluster-stop build venv clean
+.PHONY: run test lint unit dist chart-test prometheus dashboards bench bench-runtime bench-codec bench-amqp091 bench-amqp10 bench-streams bench-reduce bench-regress broker broker-4 broker-4-stop cluster cluster-4 cluster-stop build venv clean
 
 # Virtualenv with rbench installed editable: its runtime dependencies only, all `make run` needs.
 $(VENV)/.installed: pyproject.toml setup.py
@@ -48,6 +48,15 @@ build: venv
 broker:
 	@bash scripts/ensure-broker.sh
 
+# RabbitMQ 4.0.5 beside the system broker: Debian trixie's package in a debootstrap root built once outside the
+# repo (RBENCH_BROKER4_ROOT, default /var/lib/rbench/rabbitmq-4); AMQP 5680, streams 5580, management 15680,
+# Prometheus 15780 (docs/brokers.md). The tests run the driver contract suite on it beside 3.10.
+broker-4:
+	@bash scripts/broker4.sh start
+
+broker-4-stop:
+	@bash scripts/broker4.sh stop
+
 # A local 3-node RabbitMQ cluster beside the system broker: rabbit-1..3@localhost, AMQP 5701-5703 (docs/faults.md).
 cluster:
 	@bash scripts/cluster.sh start 3
@@ -55,10 +64,14 @@ cluster:
 cluster-stop:
 	@bash scripts/cluster.sh stop --clean
 
+# The same 3-node cluster on RabbitMQ 4.0 (rabbit4-1..3@localhost, AMQP 5721-5723), from broker-4's root.
+cluster-4: broker-4
+	@RBENCH_CLUSTER_VERSION=4 bash scripts/cluster.sh start 3
+
 run: build broker
 	$(VENV)/bin/rbench run $(WORKLOAD) --master "local[2]"
 
-test: build $(TEST_EXTRA) broker prometheus lint
+test: build $(TEST_EXTRA) broker broker-4 prometheus lint
 	$(PY) -m pytest -q tests
 
 # ruff over the whole tree, mypy --strict over rbench/ (configured in pyproject.toml)
