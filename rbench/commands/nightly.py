@@ -5,7 +5,8 @@ Steps, in order, each announced on stdout: 1 run the workload (rbench.coordinato
 2 reduce it (report, steps, leaderboards), 3 add it to the history, 4 (--regress) judge it against
 the nights before, 5 (--upload URI) copy the run and the history to an object store. A failed run stops before
 the history is touched, so a broken night never enters the baseline.
-Exit status: 0, 1 when regress found a regression, 2 bad input, 3 the run did not complete.
+Exit status: 0, 1 when regress found a regression, 2 bad input, 3 the run did not complete, 4 when regress
+had too few nights to judge (docs/history.md).
 """
 from __future__ import annotations
 

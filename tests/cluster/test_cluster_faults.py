@@ -66,8 +66,9 @@ def test_the_controller_restores_a_node_left_down_at_the_end_of_the_run(rabbit_c
             ["rabbit-1@localhost", "rabbit-3@localhost"]
     finally:
         (record,) = c.stop()
-    assert record["ok"], record["error"]
-    assert record["t_start_ns"] - t0 >= 0.5e9
-    assert record["t_end_ns"] <= record["t_back_start_ns"] < record["t_back_end_ns"]
+    assert record.ok, record.error
+    assert record.t_start_ns - t0 >= 0.5e9
+    assert record.t_back_start_ns is not None and record.t_back_end_ns is not None
+    assert record.t_end_ns <= record.t_back_start_ns < record.t_back_end_ns
     assert wait_for(rabbit_cluster, ALL) == ALL
     assert "start-node 2" in (tmp_path / "local.log").read_text()

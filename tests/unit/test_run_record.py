@@ -163,15 +163,16 @@ def _run_json_keys() -> set[str]:
 # Keys run.json shares with other dicts that rbench reads by key and that are not run.json: the reduce's rows
 # (steps.parquet, the timeline, faults.json, leaderboard.json and its meta), the workload's clusters and the
 # cost table (rbench.reduce.costs prices both), Spark's status-store dicts (rbench.spark.stage_tasks), the
-# scalability sweep's rows, the workload's queues section and the history's columns. A grep cannot tell those
-# apart; mypy sees the record.
+# scalability sweep's rows, the workload's queues section, the history's columns, and a broker's own
+# descriptions of itself (AMQP server properties, the management API's overview: "platform", like run.json's
+# host facts; rbench.coordinator.broker_identity). A grep cannot tell those apart; mypy sees the record.
 SHARED = {
     "action", "at_s", "attempt", "clock", "cluster", "clusters", "confirmed", "connection_lost", "consumed",
     "consumers", "driver", "end_ns", "ended_at", "error", "executor", "faults", "host", "index", "instance_type",
     "latency", "message_count", "nacked", "name", "node", "nodes", "ok", "phase", "phases", "published", "rbench",
     "reason", "returned", "run_id", "stage_attempt", "start_ns", "started_at", "status", "step", "t_end_ns",
     "t_start_ns", "target_rate", "task", "tasks", "uri", "volume_gb", "volume_iops", "volume_type", "warmup_s", "why",
-    "workload_hash", "workload_name", "queues",
+    "workload_hash", "workload_name", "queues", "platform",
 }
 # the executor side and its control channel speak dicts by design (a task's result is parsed into TaskResult
 # where the coordinator receives it); run.json is read only through rbench/samples/
