@@ -66,7 +66,8 @@ class Exchange(StrictModel):
     name: str = Field(default="direct", description='"" publishes through the default exchange.')
     type: str = Field(default="direct", pattern=r"^[A-Za-z0-9_.:-]+$",
                       description="direct, fanout, topic, headers or any type a broker plugin adds (x-consistent-hash …).")
-    durable: bool = Field(default=False, description=(
-        "Non-durable by default, as PerfTest declares its exchange, so rbench runs and PerfTest runs share the "
-        "exchange 'direct' on one broker instead of one refusing the other (406 inequivalent arg 'durable'). "
+    durable: bool = Field(default=True, description=(
+        "Durable by default, as PerfTest (2.20 and later) declares its exchange, so rbench runs and PerfTest runs "
+        "share the exchange 'direct' on one broker. An exchange that already exists with the other durability is "
+        "used as it is (a passive declare and one warning) instead of refused (406 inequivalent arg 'durable'). "
         "It does not affect what survives a restart: that is the queue's durability and the message's persistence."))

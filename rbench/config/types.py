@@ -49,7 +49,7 @@ class Topology:
 
     exchange: str = ""                         # "" is the default exchange (routing key = queue)
     exchange_type: str = "direct"
-    exchange_durable: bool = False
+    exchange_durable: bool = True              # as PerfTest declares its exchange
     queues: tuple[QueueDecl, ...] = ()
     bindings: tuple[tuple[str, str], ...] = ()  # (queue, routing key)
 

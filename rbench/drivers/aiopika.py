@@ -22,6 +22,7 @@ from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topo
 from rbench.config.uri import AMQP_SCHEMES, parse_uri
 from rbench.drivers.base import OnLost, OnMessage, PublishSink, cannot_pause
 from rbench.drivers.connect import first_that_answers
+from rbench.drivers.exchanges import durability_differs, say_used_as_it_is
 from rbench.drivers.replies import named
 from rbench.errors import BrokerError, ConnectionLost, os_error_text
 
@@ -254,7 +255,17 @@ class AioPikaDriver:
         channel = await self._conn().channel()
         try:
             if topology.exchange and not topology.exchange.startswith("amq."):
-                await channel.declare_exchange(topology.exchange, topology.exchange_type, durable=topology.exchange_durable)
+                try:
+                    await channel.declare_exchange(topology.exchange, topology.exchange_type,
+                                                   durable=topology.exchange_durable)
+                except aiormq.exceptions.ChannelPreconditionFailed as exc:
+                    # it exists with the other durability (rbench.drivers.exchanges): use it as it is,
+                    # on a fresh channel (the 406 closed this one)
+                    if not durability_differs(broker_error(exc, "declare exchange")):
+                        raise
+                    channel = await self._conn().channel()
+                    await channel.declare_exchange(topology.exchange, topology.exchange_type, passive=True)
+                    say_used_as_it_is(topology.exchange, topology.exchange_durable)
             for q in topology.queues:
                 await channel.declare_queue(q.name, durable=q.durable, auto_delete=q.auto_delete,
                                             exclusive=q.exclusive, arguments=dict(q.arguments))

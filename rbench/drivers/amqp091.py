@@ -23,6 +23,7 @@ from rbench.drivers.amqp091_protocol import TX_SELECT, TX_SELECT_OK, Connection
 from rbench.drivers.amqp091_publisher import Amqp091Publisher
 from rbench.drivers.base import OnLost, OnMessage, PublishSink
 from rbench.drivers.connect import LossWatch
+from rbench.drivers.exchanges import durability_differs, say_used_as_it_is
 from rbench.drivers.replies import PreconditionFailed
 from rbench.errors import BrokerError
 
@@ -63,14 +64,15 @@ class Amqp091Driver:
                                                       topology.exchange_durable, False, False, False, {}),
                                  (K.EXCHANGE_DECLARE_OK,), f"declare exchange {topology.exchange!r}")
                 except PreconditionFailed as exc:
-                    # the exchange exists and differs only in durability (PerfTest declares its exchange
-                    # non-durable, older rbench runs durable): it routes the same, so use it as it is
-                    if "inequivalent arg 'durable'" not in exc.reply_text:
+                    # it exists with the other durability (rbench.drivers.exchanges): use it as it is,
+                    # on a fresh channel (the 406 closed this one)
+                    if not durability_differs(exc):
                         raise
                     ch = await self.connection.channel()
                     await ch.rpc(K.EXCHANGE_DECLARE, (0, topology.exchange, topology.exchange_type, True,
                                                       topology.exchange_durable, False, False, False, {}),
                                  (K.EXCHANGE_DECLARE_OK,), f"declare exchange {topology.exchange!r} (passive)")
+                    say_used_as_it_is(topology.exchange, topology.exchange_durable)
             for q in topology.queues:
                 await ch.rpc(K.QUEUE_DECLARE, (0, q.name, False, q.durable, q.exclusive, q.auto_delete, False,
                                                dict(q.arguments)),

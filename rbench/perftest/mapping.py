@@ -159,8 +159,8 @@ def _exchange(p: Parsed) -> dict[str, Any]:
         name = "" if name == "amq.default" else name
     else:
         name = etype
-    # PerfTest declares its exchange non-durable; declaring it durable would clash (406) with one PerfTest made
-    return {"name": name, "type": etype, "durable": False}
+    # PerfTest (Utils.exchangeDeclare, 2.20 and later) declares its exchange durable
+    return {"name": name, "type": etype, "durable": True}
 
 
 def _rates(p: Parsed, w: dict[str, Any]) -> bool:

@@ -270,7 +270,7 @@ PERFTEST_OPTIONS: tuple[Option, ...] = (
        "queues and exchanges"),
     _o("e", "exchange", "optional", "NAME", "exchange name, default is 'direct'", HONOURED,
        "exchange.name (default: the exchange type, as in PerfTest; amq.default is the default exchange); "
-       "declared non-durable like PerfTest's", "queues and exchanges"),
+       "declared durable like PerfTest's; one that exists non-durable is used as it is", "queues and exchanges"),
     _o("sb", "skip-binding-queues", "none", "", "don't bind queues to the exchange, default is false", HONOURED,
        "queues.bind = false", "queues and exchanges"),
     # ---- transactions ----------------------------------------------------------------------

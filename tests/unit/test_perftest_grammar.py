@@ -139,7 +139,7 @@ ACCEPTED: dict[str, tuple[list[str], Check]] = {
                                lambda w: w.consumer.arguments["x-stream-offset"] == "first" and w.consumer.offset == "first"),
     "type": (["-t", "x-consistent-hash"], lambda w: w.exchange.type == "x-consistent-hash"
              and w.exchange.name == "x-consistent-hash"),
-    "exchange": (["-e", "ex1"], lambda w: w.exchange.name == "ex1" and not w.exchange.durable),
+    "exchange": (["-e", "ex1"], lambda w: w.exchange.name == "ex1" and w.exchange.durable),
     "skip-binding-queues": (["-sb"], lambda w: not w.queues.bind),
     "ptxsize": (["-m", "10"], lambda w: w.publisher.tx_size == 10),
     "ctxsize": (["-n", "5"], lambda w: w.consumer.tx_size == 5),

@@ -52,6 +52,13 @@ def test_default_task_count_is_bounded_by_queues_and_slots() -> None:
     assert default_task_count(workload(tasks=3, queues={"pattern": "q-%d", "to": 10}), slots=2) == 3
 
 
+def test_the_exchange_is_durable_as_perftest_declares_it_unless_the_workload_says_otherwise() -> None:
+    (default,) = plan(workload(), "a", 1, "r", "/tmp/x")
+    assert default.topology.exchange == "direct" and default.topology.exchange_durable
+    (transient,) = plan(workload(exchange={"durable": False}), "a", 1, "r", "/tmp/x")
+    assert not transient.topology.exchange_durable
+
+
 def test_stream_queues_use_no_exchange_and_stream_driver() -> None:
     w = workload(queues={"name": "s", "type": "stream"})
     (p,) = plan(w, "a", 1, "r", "/tmp/x")
