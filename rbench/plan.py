@@ -113,10 +113,12 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
     routes = expected_queues(workload)
     plans = []
     for t in range(n_tasks):
-        own = tuple(d for d in decls if queue_task[d.name] == t) if not q.predeclared else ()
+        own = tuple(d for d in decls if queue_task[d.name] == t)
+        # as PerfTest (MulticastParams.configureQueues): a predeclared queue skips the declare, not the
+        # binding; without it every message to the exchange is confirmed and dropped as unroutable
         bindings = tuple((d.name, routing_key(d.name)) for d in own) if exchange and q.bind else ()
         topology = Topology(exchange=exchange if not is_stream else "", exchange_type=ex.type,
-                            exchange_durable=ex.durable, queues=own, bindings=bindings)
+                            exchange_durable=ex.durable, queues=() if q.predeclared else own, bindings=bindings)
         plans.append(TaskPlan(
             run_id=run_id, cluster=target, task=t, n_tasks=n_tasks, driver=workload.resolved_driver(),
             topology=topology, publishers=tuple(pubs[t]), consumers=tuple(cons[t]), steps=steps, size=workload.size,

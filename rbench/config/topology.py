@@ -21,7 +21,8 @@ class Queues(StrictModel):
     durable: bool = True
     auto_delete: bool = False
     exclusive: bool = False
-    predeclared: bool = Field(default=False, description="Queues exist already: do not declare (PerfTest -p).")
+    predeclared: bool = Field(default=False, description="Queues exist already: do not declare them; they are still bound "
+                                                   "to the exchange unless bind is false, as PerfTest -p binds them.")
     keep: bool = Field(default=False, description="Leave the queues (streams) this run created on the broker; by default "
                                                    "they are deleted after the run (queues that existed before are never deleted).")
     bind: bool = Field(default=True, description="Bind each queue to the exchange with its routing key (PerfTest -sb turns it off).")

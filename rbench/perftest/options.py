@@ -247,7 +247,8 @@ PERFTEST_OPTIONS: tuple[Option, ...] = (
        "queues.exclusive: exclusive to the connection of the Spark task that declares and uses them, but named by "
        "rbench (-u or perf-test), not by the server", "queues and exchanges"),
     _o("p", "predeclared", "none", "", "allow use of predeclared objects, default is false", HONOURED,
-       "queues.predeclared: queues are not declared", "queues and exchanges"),
+       "queues.predeclared: queues are not declared, but bound to the exchange as PerfTest binds them (not with -sb "
+       "or the default exchange)", "queues and exchanges"),
     _o("mlb", "max-length-bytes", "one", "SIZE",
        "max size of created queues, use 0 for no limit, default is no limit", HONOURED,
        "queues.arguments x-max-length-bytes (100gb, 50mb … in powers of 1000)", "queues and exchanges"),

@@ -70,7 +70,7 @@ def test_unroutable_mandatory_messages_are_recorded_as_returned(amqp_url: str, u
     data = workload_dict(amqp_url, unique_name, producers=1, consumers=0, rate=100, duration=1,
                          exchange={"name": "amq.direct"}, routing_key=f"{unique_name}-nobody",
                          publisher={"confirm": True, "mandatory": True})
-    data["queues"] = {"name": unique_name, "predeclared": True}
+    data["queues"] = {"name": unique_name, "predeclared": True, "bind": False}    # no queue: nothing routes
     w = workload_from_dict(data)
     (p,) = plan(w, "local", 1, "run", str(tmp_path))
     result = run_task(p)

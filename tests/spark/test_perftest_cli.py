@@ -66,3 +66,29 @@ def test_perftest_stream_queue_is_deleted_after_the_run(spark, amqp_url: str, un
     run_dir = next(p for p in tmp_path.iterdir() if p.is_dir() and (p / "run.json").exists())
     assert read(run_dir, "published").num_rows > 0               # the run used the stream
     assert not exists(amqp_url, unique_name)
+
+
+def test_perftest_predeclared_queue_is_bound_consumed_and_kept(spark, amqp_url: str, unique_name: str, tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """issue 27: `-p -u Q` on a queue the user declared gave it no binding to `direct`: every message was
+    confirmed, dropped as unroutable and reported lost. PerfTest binds predeclared queues; so does rbench,
+    and the user's queue outlives the run."""
+    from tests.broker.test_cleanup import declare, exists
+    from tests.broker.test_perftest_features import opened, run
+
+    declare(amqp_url, unique_name)
+    argv = ["perftest", "-h", amqp_url, "-p", "-u", unique_name, "-x", "1", "-y", "1", "-r", "100", "-prsd", "0",
+            "-z", "2", "--out", str(tmp_path), "--no-reduce", "--master", "local[2]"]
+    try:
+        assert main(argv) == 0, capsys.readouterr().err
+        assert exists(amqp_url, unique_name)                       # the user's queue: never deleted by the run
+    finally:
+        async def delete() -> None:
+            d = await opened(amqp_url)
+            await d.delete_queues([unique_name])
+            await d.aclose()
+        run(delete)
+    run_dir = next(p for p in tmp_path.iterdir() if p.is_dir() and (p / "run.json").exists())
+    published, consumed = read(run_dir, "published"), read(run_dir, "consumed")
+    assert published.num_rows == pytest.approx(200, abs=10)         # 2 s at 100 msg/s
+    assert sorted(consumed["seq"].to_pylist()) == sorted(published["seq"].to_pylist())

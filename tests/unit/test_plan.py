@@ -4,7 +4,9 @@ from __future__ import annotations
 import pytest
 
 from rbench.config.load import workload_from_dict
+from rbench.config.types import Topology
 from rbench.errors import ConfigError
+from rbench.perftest import grammar, mapping
 from rbench.plan import default_task_count, plan
 
 CLUSTER = [{"name": "a", "uris": ["amqp://guest:guest@127.0.0.1:5672/"]}]
@@ -71,3 +73,32 @@ def test_step_windows_follow_rate_steps() -> None:
     (p,) = plan(w, "a", 1, "r", "/tmp/x")
     assert [(s.offset_s, s.duration_s, s.rate) for s in p.steps] == [(0, 5, 10), (5, 7, 20)]
     assert p.end_offset_s == 12
+
+
+def test_predeclared_queues_are_bound_but_not_declared() -> None:
+    """issue 27: PerfTest -p skips the declare, not the binding; without it every message was unroutable."""
+    w = workload(queues={"pattern": "q-%d", "from": 1, "to": 2, "predeclared": True})
+    (p,) = plan(w, "a", 1, "r", "/tmp/x")
+    assert p.topology.queues == ()
+    assert p.topology.exchange == "direct" and p.topology.bindings == (("q-1", "q-1"), ("q-2", "q-2"))
+    keyed = workload(queues={"name": "q", "predeclared": True}, routing_key="k")
+    assert plan(keyed, "a", 1, "r", "/tmp/x")[0].topology.bindings == (("q", "k"),)
+    split = plan(workload(queues={"pattern": "q-%d", "from": 1, "to": 2, "predeclared": True}), "a", 2, "r", "/tmp/x")
+    assert [p.topology.bindings for p in split] == [(("q-1", "q-1"),), (("q-2", "q-2"),)]
+
+
+def test_predeclared_queues_stay_unbound_with_bind_false_or_the_default_exchange() -> None:
+    unbound = workload(queues={"name": "q", "predeclared": True, "bind": False})
+    default_exchange = workload(queues={"name": "q", "predeclared": True}, exchange={"name": ""})
+    for w in (unbound, default_exchange):
+        (p,) = plan(w, "a", 1, "r", "/tmp/x")
+        assert p.topology.queues == () and p.topology.bindings == ()
+
+
+def test_perftest_predeclared_binds_unless_skip_binding_queues() -> None:
+    def topology(*flags: str) -> Topology:
+        mapped = mapping.to_workload(grammar.parse(["-u", "q", "-p", "-z", "1", *flags])).workload
+        return plan(workload_from_dict(mapped), "default", 1, "r", "/tmp/x")[0].topology
+
+    assert topology().queues == () and topology().bindings == (("q", "q"),)
+    assert topology("-sb").bindings == ()
