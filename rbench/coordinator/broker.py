@@ -152,6 +152,28 @@ def proc_cpu_rss(pid: int) -> tuple[float, float]:
     return cpu, float(rss)
 
 
+def sampled_endpoints(uris: tuple[str, ...] | list[str], cfg: BrokerMetrics) -> tuple[list[str], list[str]]:
+    """(management API bases, Prometheus URLs) the sampler reads for a cluster: the workload's lists, else each
+    AMQP URI host at the configured ports (a guess that rbench.coordinator.broker_identity checks before a run)."""
+    from rbench.drivers.amqp091_connect import AmqpUri
+
+    hosts = list(dict.fromkeys(AmqpUri(u).host for u in uris))
+    # one node per Prometheus endpoint; nodes sharing a host on other ports are listed in the workload
+    management = [u.rstrip("/") for u in cfg.management_urls] if cfg.management_urls else \
+        [f"{cfg.management_scheme}://{h}:{cfg.management_port}/api" for h in hosts]
+    prometheus = list(cfg.prometheus_urls) if cfg.prometheus_urls else \
+        [f"http://{h}:{cfg.prometheus_port}/metrics" for h in hosts]
+    return management, prometheus
+
+
+def authorization(uris: tuple[str, ...] | list[str]) -> str:
+    """The management API's Basic authorization: the first AMQP URI's user and password."""
+    from rbench.drivers.amqp091_connect import AmqpUri
+
+    first = AmqpUri(uris[0])
+    return "Basic " + base64.b64encode(f"{first.user}:{first.password}".encode()).decode()
+
+
 class BrokerSampler:
     """Samples one cluster's broker on a thread from start() to stop(); rows go to broker/<cluster>/."""
 
@@ -161,17 +183,10 @@ class BrokerSampler:
 
         self.run_dir, self.run_id, self.target, self.cfg, self.out = run_dir, run_id, target, cfg, out
         self.queues = list(queues)
-        uris = [AmqpUri(u) for u in target.uris]
-        first = uris[0]
+        first = AmqpUri(target.uris[0])
         self.vhost = first.vhost
-        token = base64.b64encode(f"{first.user}:{first.password}".encode()).decode()
-        self._auth = f"Basic {token}"
-        hosts = list(dict.fromkeys(u.host for u in uris))
-        # one node per Prometheus endpoint; nodes sharing a host on other ports are listed in the workload
-        self.management_bases = [u.rstrip("/") for u in cfg.management_urls] if cfg.management_urls else \
-            [f"{cfg.management_scheme}://{h}:{cfg.management_port}/api" for h in hosts]
-        self.prometheus_urls = list(cfg.prometheus_urls) if cfg.prometheus_urls else \
-            [f"http://{h}:{cfg.prometheus_port}/metrics" for h in hosts]
+        self._auth = authorization(target.uris)
+        self.management_bases, self.prometheus_urls = sampled_endpoints(target.uris, cfg)
         self.sources: list[str] = []
         if cfg.source in ("management", "both"):
             self.sources.append("management")

@@ -11,13 +11,18 @@ cluster names before the run turns that silent mix-up into one line naming both 
 from __future__ import annotations
 
 import json
+import sys
 import urllib.request
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any, TextIO
 
 from rbench.config.uri import mask_uri
 from rbench.errors import ConfigError
+
+if TYPE_CHECKING:
+    from rbench.config.model import Workload
 
 HTTP_TIMEOUT_S = 5.0
 
@@ -117,3 +122,67 @@ def check_same_broker(load: BrokerIdentity, load_door: str, seen: BrokerIdentity
                       f"{mask_uri(load_door)}, "
                       f"{load.describe()}: the sampler would measure another broker; set {setting} to that broker's "
                       f"endpoints")
+
+
+async def _amqp_identity(uris: tuple[str, ...]) -> BrokerIdentity:
+    from rbench.drivers.amqp091_connect import connect
+
+    conn = await connect(uris, timeout=HTTP_TIMEOUT_S)
+    try:
+        return from_server_properties(conn.server_properties)
+    finally:
+        await conn.close()
+
+
+def check_sampled_brokers(workload: Workload, out: TextIO | None = None) -> Workload:
+    """Before a run: the management and Prometheus endpoints the broker sampler will read must answer for the
+    cluster the load goes to (the AMQP host at the default ports once sampled RabbitMQ 3.10 beside a run
+    against 4.0, silently). Returns the workload to run.
+
+    Endpoints the workload names (``broker_metrics.management_urls`` / ``prometheus_urls``) that answer for
+    another cluster are a ConfigError naming both. Guessed ones (the defaults) are left out of this run's
+    sampling with one warning line naming both brokers and the setting that fixes it, rather than failing
+    a command that cannot name them (rbench perftest has no flag for them yet). An endpoint that does not
+    answer is left to the sampler, which warns once and samples without it; a cluster reached only over
+    streams has no AMQP identity to compare with."""
+    import asyncio
+
+    from rbench.coordinator.broker import authorization, sampled_endpoints
+
+    cfg = workload.broker_metrics
+    if not cfg.enabled:
+        return workload
+    dropped: set[str] = set()
+    for cluster in workload.clusters:
+        if not cluster.uris:
+            continue
+        load = asyncio.run(_amqp_identity(tuple(cluster.uris)))
+        management, prometheus = sampled_endpoints(cluster.uris, cfg)
+        auth = authorization(cluster.uris)
+        doors: list[tuple[str, str, bool, Callable[[str], BrokerIdentity | None]]] = []
+        if cfg.source in ("management", "both"):
+            by_management = partial(from_management, authorization=auth)
+            doors += [("management", u, bool(cfg.management_urls), by_management) for u in management]
+        if cfg.source in ("prometheus", "both"):
+            doors += [("prometheus", u, bool(cfg.prometheus_urls), from_prometheus) for u in prometheus]
+        for source, url, named, identify in doors:
+            try:
+                seen = identify(url)
+            except (OSError, ValueError):
+                continue
+            if seen is None:
+                continue
+            try:
+                check_same_broker(load, cluster.uris[0], seen, url, f"broker_metrics.{source}_urls")
+            except ConfigError as exc:
+                if named:
+                    raise ConfigError(f"cluster {cluster.name}: {exc}") from None
+                if source not in dropped:
+                    dropped.add(source)
+                    print(f"rbench: warning: cluster {cluster.name}: {exc}; not sampling {source} in this run",
+                          file=out or sys.stderr, flush=True)
+    if not dropped:
+        return workload
+    kept = [s for s in ("management", "prometheus") if cfg.source in (s, "both") and s not in dropped]
+    update: dict[str, object] = {"source": kept[0]} if kept else {"enabled": False}
+    return workload.model_copy(update={"broker_metrics": cfg.model_copy(update=update)})

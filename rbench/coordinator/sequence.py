@@ -68,6 +68,7 @@ def run_sequence(workload: Workload, options: RunOptions, app: str = "run",
     """Run ``workload`` start to end (module docstring); ``app`` names the Spark application
     (rbench-APP-WORKLOAD); ``announce_reduce`` is told the run's folder name before the reduce."""
     from rbench.coordinator import orphans
+    from rbench.coordinator.broker_identity import check_sampled_brokers
     from rbench.coordinator.cleanup import run_queues
     from rbench.coordinator.run import probe_clusters, run_workload
     from rbench.spark import local_session
@@ -78,6 +79,7 @@ def run_sequence(workload: Workload, options: RunOptions, app: str = "run",
     master = options.master or default_master()
     check_ports(workload, options, master)
     probe_clusters(workload)                      # fail in seconds, before a JVM starts
+    workload = check_sampled_brokers(workload)    # the sampler reads the load's broker, or not at all
     timings.mark("brokers probed")
     orphans.tidy(workload, options.out)           # an earlier run killed outright: its run.json and its queues
     session = local_session(master, app_name=f"rbench-{app}-{workload.name}", conf=conf)

@@ -69,3 +69,43 @@ def test_the_other_brokers_management_api_is_refused_with_both_named() -> None:
 
 def test_an_endpoint_that_does_not_say_is_no_mismatch() -> None:
     check_same_broker(BrokerIdentity("a"), "amqp://h", BrokerIdentity(None), "http://h/metrics", "x")
+
+
+def test_before_a_run_the_sampler_reads_the_load_brokers_endpoints_or_none(capsys: pytest.CaptureFixture[str]) -> None:
+    """The run sequence's check (rbench.coordinator.broker_identity.check_sampled_brokers), against both brokers:
+    - 3.10 with the default endpoints: unchanged;
+    - 4.0 on 5680 with the defaults (3.10's 15672/15692): both guesses left out, one warning each naming both
+      brokers, sampling off (amqp-only sampling cannot be asked for);
+    - 4.0 with its own endpoints named: unchanged; with 3.10's named explicitly: refused, both named;
+    - 4.0, prometheus only, named right: unchanged."""
+    from rbench.config.load import workload_from_dict
+    from rbench.coordinator.broker_identity import check_sampled_brokers
+    from tests.runhelpers import workload_dict
+
+    three, four = BROKERS
+    three.require()
+    four.require()
+    w3 = workload_from_dict(workload_dict(three.amqp_url, "ident"))
+    assert check_sampled_brokers(w3) is w3
+    guessed = check_sampled_brokers(workload_from_dict(workload_dict(four.amqp_url, "ident")))
+    assert guessed.broker_metrics.enabled is False
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 2 and all(line.startswith("rbench: warning: cluster local: broker_metrics.") for line in err)
+    assert "http://127.0.0.1:15672/api answers for cluster " in err[0] and "not sampling management" in err[0]
+    assert "RabbitMQ 3.10" in err[0] and "RabbitMQ 4.0" in err[0] and "guest:guest" not in err[0]
+    assert "http://127.0.0.1:15692/metrics answers for cluster " in err[1] and "not sampling prometheus" in err[1]
+    own = {"management_urls": [four.management_url], "prometheus_urls": [four.prometheus_url]}
+    w4 = workload_from_dict(workload_dict(four.amqp_url, "ident", broker_metrics=own))
+    assert check_sampled_brokers(w4) is w4
+    wrong = {"management_urls": [three.management_url]}
+    with pytest.raises(ConfigError) as caught:
+        check_sampled_brokers(workload_from_dict(workload_dict(four.amqp_url, "ident", broker_metrics=wrong)))
+    text = str(caught.value)
+    assert text.startswith("cluster local: broker_metrics.management_urls: http://127.0.0.1:15672/api answers for ")
+    assert "RabbitMQ 3.10" in text and "RabbitMQ 4.0" in text and "\n" not in text
+    prom = {"source": "prometheus", "prometheus_urls": [four.prometheus_url]}
+    w5 = workload_from_dict(workload_dict(four.amqp_url, "ident", broker_metrics=prom))
+    assert check_sampled_brokers(w5) is w5
+    half = check_sampled_brokers(workload_from_dict(workload_dict(four.amqp_url, "ident", broker_metrics={
+        "prometheus_urls": [four.prometheus_url]})))
+    assert half.broker_metrics.source == "prometheus" and half.broker_metrics.enabled
