@@ -32,7 +32,7 @@ from rbench.drivers.base import DRIVERS, Consumer, Driver, Publisher, load_drive
 from rbench.drivers.replies import NotFound
 from rbench.errors import BrokerError, ConfigError, ConnectError, ConnectionLost
 from rbench.runtime.stamp import new_payload, read_stamp, write_stamp
-from tests.brokers import BROKERS, Broker
+from tests.brokers import Broker
 from tests.drivers_matrix import MATRIX, DriverRow
 from tests.loops import LoopRunner
 from tests.proxy import MakeProxy, TcpProxy, host_port
@@ -56,14 +56,6 @@ def row(request: pytest.FixtureRequest) -> DriverRow:
         pytest.fail(f"driver {name!r} is registered in rbench.drivers.base.DRIVERS but has no row in "
                     "tests/drivers_matrix.py MATRIX: add one (and run `python -m tests.drivers_matrix --write`)")
     return MATRIX[name]
-
-
-@pytest.fixture(params=BROKERS, ids=lambda b: b.name)
-def broker(request: pytest.FixtureRequest) -> Broker:
-    """Each broker of tests/brokers.py (RabbitMQ 3.10 and 4.0): the suite is the same, the answers may differ."""
-    b: Broker = request.param
-    b.require()
-    return b
 
 
 @pytest.fixture

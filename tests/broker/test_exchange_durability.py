@@ -29,20 +29,13 @@ from rbench.drivers.exchanges import DURABILITY_MISMATCH
 from rbench.drivers.replies import PreconditionFailed
 from rbench.perftest import grammar, mapping
 from rbench.plan import plan
-from tests.brokers import BROKERS, Broker
+from tests.brokers import Broker
 from tests.runhelpers import delete_queues
 
 pytestmark = pytest.mark.timeout(60)
 
 DECLARING = ("amqp091", "aiopika", "amqp10")         # every driver that declares exchanges (stream has none)
 WARNINGS_FROM = "rbench.drivers.exchanges"
-
-
-@pytest.fixture(params=BROKERS, ids=lambda b: b.name)
-def broker(request: pytest.FixtureRequest) -> Broker:
-    b: Broker = request.param
-    b.require()
-    return b
 
 
 @pytest.fixture
