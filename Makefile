@@ -8,13 +8,17 @@ export PYSPARK_PYTHON := $(abspath $(PY))
 export PYSPARK_DRIVER_PYTHON := $(abspath $(PY))
 WORKLOAD ?= conf/workloads/quickstart.yaml
 
-.PHONY: run test lint unit dist chart-test prometheus dashboards bench bench-runtime bench-codec bench-amqp091 bench-amqp10 bench-streams bench-reduce bench-regress broker broker-4 broker-4-stop cluster cluster-4 cluster-stop build venv clean
+.PHONY: study-004 study-000 run test lint unit dist chart-test prometheus dashboards bench bench-runtime bench-codec bench-amqp091 bench-amqp10 bench-streams bench-reduce bench-regress bench-startup bench-soak bench-scale broker broker-4 broker-4-stop cluster cluster-4 cluster-stop build venv clean
 
 # Virtualenv with rbench installed editable: its runtime dependencies only, all `make run` needs.
 $(VENV)/.installed: pyproject.toml setup.py
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip 'setuptools>=77' wheel 'cython>=3.0'
-	$(PY) -m pip install -q -e .
+	@# the Cython extensions compile in place (two jobs) while pip fetches the runtime dependencies; pip's own
+	@# build (no isolation: the tools above) then skips them, so nothing compiles twice (setup.py)
+	$(PY) setup.py -q build_ext --inplace -j 2 > $(VENV)/build_ext.log 2>&1 & ext=$$!; \
+	RBENCH_EXTENSIONS=inplace $(PY) -m pip install -q --no-build-isolation -e . || { kill $$ext; exit 1; }; \
+	wait $$ext || { cat $(VENV)/build_ext.log; exit 1; }
 	touch $@
 
 venv: $(VENV)/.installed
@@ -68,6 +72,14 @@ cluster-stop:
 cluster-4: broker-4
 	@RBENCH_CLUSTER_VERSION=4 bash scripts/cluster.sh start 3
 
+# The seeds' studies (docs/studies/README.md): start the brokers and variants they need, run them at the reduced
+# sizes of conf/studies/, write docs/studies/seed-NNN-results.md and seed-NNN.png. About 5-8 minutes each here.
+study-004: build broker-4
+	@PYTHON=$(abspath $(PY)) RBENCH="$(abspath $(VENV)/bin/rbench)" bash scripts/study.sh 004
+
+study-000: build broker-4
+	@PYTHON=$(abspath $(PY)) RBENCH="$(abspath $(VENV)/bin/rbench)" bash scripts/study.sh 000
+
 run: build broker
 	$(VENV)/bin/rbench run $(WORKLOAD) --master "local[2]"
 
@@ -100,7 +112,7 @@ dashboards: venv $(VENV)/.extra-dashboards
 unit: build $(TEST_EXTRA)
 	$(PY) -m pytest -q tests/unit
 
-bench: bench-runtime bench-codec bench-amqp091 bench-amqp10 bench-streams bench-reduce
+bench: bench-runtime bench-codec bench-amqp091 bench-amqp10 bench-streams bench-reduce bench-startup
 
 # BENCH_ROOT=DIR: another checkout (built in place) as the lateness table's peer, e.g. the commit before a change
 bench-runtime: build $(BENCH_EXTRA) broker
@@ -114,7 +126,7 @@ bench-amqp091: build $(BENCH_EXTRA) broker
 	$(PY) bench/bench_amqp091.py
 
 # AMQP 1.0: the amqp10 driver vs Qpid Proton peers in Python and C, quiver's sender/receiver shape (docs/amqp10.md).
-bench-amqp10: build $(BENCH_EXTRA) broker
+bench-amqp10: build $(BENCH_EXTRA) broker broker-4
 	@bash scripts/build-proton-c-peer.sh
 	$(PY) bench/bench_amqp10.py
 
@@ -123,6 +135,24 @@ bench-streams: build $(BENCH_EXTRA) broker
 
 bench-reduce: build $(BENCH_EXTRA)
 	$(PY) bench/bench_reduce.py
+
+# 30 minutes at 1,000 msg/s: client, coordinator and JVM RSS, fds, loop lag and Parquet parts over time (docs/soak.md).
+# SOAK_MINUTES=N for a shorter try.
+bench-soak: build $(BENCH_EXTRA) broker prometheus
+	$(PY) bench/bench_soak.py --minutes $(or $(SOAK_MINUTES),30) --out bench/out/soak
+
+# Scale by simulation: 8, 16, 32 and 64 tasks on local[N], one rbench process each, a few msg/s per task; the
+# coordinator's cost per task → bench/out/scale.md and docs/scale.png (docs/scale.md). About 10 minutes here;
+# SCALE_TASKS=8,16 for a shorter one. 64 Python workers on 2 cores are heavy: run it once, on a quiet machine.
+SCALE_TASKS ?= 8,16,32,64
+bench-scale: build $(BENCH_EXTRA) broker
+	$(PY) bench/bench_scale.py --tasks $(SCALE_TASKS)
+
+# Command → first message of `rbench perftest -x 1 -y 1 -a -s 12 -z 30`, stage by stage (--timings), 3 fresh
+# processes on local[*], medians → bench/out/startup.md (docs/timing.md). BENCH_ROOT=DIR: another checkout, built in
+# place, run alternately as the "before" column.
+bench-startup: build broker
+	$(PY) bench/bench_startup.py --rounds 3 --seconds 30 $(if $(BENCH_ROOT),--root $(BENCH_ROOT))
 
 # False-alarm and detection rates of `rbench regress` on seeded synthetic histories (docs/history.md).
 bench-regress: venv $(BENCH_EXTRA)

@@ -8,6 +8,7 @@ from ``ext/OWNER/NAME/*.pxi`` (not globbed, not modules of their own), so calls 
 stay C calls inside one module. ``ext/include/*.pxd`` hold the primitives every extension
 cimports (byte order, clock, write buffer, read cursor) as inline functions.
 """
+import os
 from pathlib import Path
 
 from Cython.Build import cythonize
@@ -34,8 +35,10 @@ extensions = [
     for pyx in sorted(EXT.glob("*/*.pyx"))
 ]
 
+# `make venv` installs rbench (editable) while the extensions compile in place beside it (`make build`, two
+# jobs): RBENCH_EXTENSIONS=inplace keeps pip's own build from compiling them a second time, one file at a time.
 setup(
-    ext_modules=cythonize(
+    ext_modules=[] if os.environ.get("RBENCH_EXTENSIONS") == "inplace" else cythonize(
         extensions,
         include_path=[str(SHARED.relative_to(HERE))],
         compiler_directives={"language_level": "3", "boundscheck": False, "wraparound": False,

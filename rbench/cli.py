@@ -40,6 +40,7 @@ COMMANDS: dict[str, str] = {
     "regress": "regress",
     "scalability": "scalability",
     "nightly": "nightly",
+    "compare": "compare",
 }
 
 

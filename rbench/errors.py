@@ -27,7 +27,13 @@ class BrokerError(RbenchError):
 
 
 class ConnectError(BrokerError):
-    """No connection: refused, unreachable, timed out, or authentication failed."""
+    """No connection: refused, unreachable, timed out, or authentication failed.
+
+    ``timed_out`` is True when no URI answered in time (none refused): connect statistics count the two apart."""
+
+    def __init__(self, message: str, reply_code: int | None = None, timed_out: bool = False) -> None:
+        super().__init__(message, reply_code)
+        self.timed_out = timed_out
 
 
 class ConnectionLost(BrokerError):

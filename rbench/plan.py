@@ -10,12 +10,17 @@ import zlib
 
 from rbench.config.checks import task_count_problem
 from rbench.config.model import Workload
+from rbench.config.stream_filter import FilterSpread
+from rbench.config.topology import client_queue
 from rbench.config.types import (
+    OPEN_METRICS,
     ClusterPlan,
     ClusterTarget,
     ConsumerSpec,
+    ControlEndpoint,
     FaultControlPlan,
     FaultPlan,
+    MetricsAccess,
     PublisherSpec,
     QueueDecl,
     RunPlan,
@@ -23,6 +28,7 @@ from rbench.config.types import (
     TaskPlan,
     Topology,
 )
+from rbench.config.variants import load_variant
 from rbench.errors import ConfigError
 
 
@@ -30,7 +36,8 @@ def cluster_target(workload: Workload, name: str) -> ClusterTarget:
     for c in workload.clusters:
         if c.name == name:
             return ClusterTarget(name=c.name, uris=tuple(c.uris), stream_uris=tuple(c.stream_uris), nodes=c.nodes,
-                                 instance_type=c.instance_type, volume_type=c.volume_type, volume_gb=c.volume_gb)
+                                 instance_type=c.instance_type, volume_type=c.volume_type, volume_gb=c.volume_gb,
+                                 variant=None if c.variant is None else load_variant(c.variant))
     raise ConfigError(f"clusters: no cluster named {name!r}")
 
 
@@ -49,7 +56,8 @@ def body_templates(workload: Workload) -> tuple[bytes, ...]:
 def step_windows(workload: Workload) -> tuple[StepWindow, ...]:
     windows, offset = [], 0.0
     for i, step in enumerate(workload.steps()):
-        windows.append(StepWindow(index=i, rate=step.rate, offset_s=offset, duration_s=step.duration))
+        windows.append(StepWindow(index=i, rate=step.rate, offset_s=offset, duration_s=step.duration,
+                                  churn=workload.step_churn(step)))
         offset += step.duration
     return tuple(windows)
 
@@ -61,7 +69,7 @@ def default_task_count(workload: Workload, slots: int) -> int:
 
 
 def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: str,
-         control: tuple[str, int] | None = None) -> list[TaskPlan]:
+         control: ControlEndpoint | None = None, metrics_access: MetricsAccess = OPEN_METRICS) -> list[TaskPlan]:
     """The TaskPlans of one cluster's stage, index i for Spark partition i.
 
     The workload was checked when it was loaded (rbench.config.checks); ``n_tasks`` may come from the
@@ -76,8 +84,11 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
     queue_names = workload.queues.names(workload.name)
     q = workload.queues
     args = tuple(sorted(q.broker_arguments().items()))
-    decls = [QueueDecl(name=n, durable=q.durable, auto_delete=q.auto_delete, exclusive=q.exclusive, arguments=args)
-             for n in queue_names]
+    decls = [QueueDecl(name=n, durable=q.durable, auto_delete=q.auto_delete, exclusive=q.exclusive, arguments=args,
+                       partitions=q.partitions(n)) for n in queue_names]
+    spread = None if workload.publisher.filter is None else FilterSpread.of(
+        workload.publisher.filter.values, workload.publisher.filter.weights, workload.publisher.filter.unfiltered)
+    routing_keys = q.super_stream.routing_keys if q.super_stream is not None else 0
     queue_task = {n: i % n_tasks for i, n in enumerate(queue_names)}
     ex = workload.exchange
     is_stream = q.type == "stream"
@@ -88,7 +99,7 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
 
     pubs: list[list[PublisherSpec]] = [[] for _ in range(n_tasks)]
     for i in range(workload.producers):
-        queue = queue_names[i % len(queue_names)]
+        queue = client_queue(queue_names, i)
         task = workload.task_of(i, n_tasks)
         p = workload.publisher
         pubs[task].append(PublisherSpec(
@@ -96,10 +107,11 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
             confirm_window=p.confirm_window, mandatory=p.mandatory, persistent=p.persistent,
             message_format=p.message_format, content_type=p.content_type,
             properties=tuple(sorted(p.properties.items())), random_routing_key=p.random_routing_key,
-            routing_key_cache=p.routing_key_cache, tx_size=p.tx_size))
+            routing_key_cache=p.routing_key_cache, tx_size=p.tx_size, filter=spread,
+            partitions=q.partitions(queue), routing_keys=routing_keys))
     cons: list[list[ConsumerSpec]] = [[] for _ in range(n_tasks)]
     for j in range(workload.consumers):
-        queue = queue_names[j % len(queue_names)]
+        queue = client_queue(queue_names, j)
         task = workload.task_of(j, n_tasks)
         c = workload.consumer
         cons[task].append(ConsumerSpec(
@@ -107,7 +119,9 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
             processing_delay_us=int(round(c.processing_delay * 1e6)), offset=c.offset, single_active=c.single_active,
             message_format=workload.publisher.message_format,
             extra={"arguments": dict(c.arguments)} if c.arguments else {}, rate=c.rate,
-            global_prefetch=c.global_prefetch, nack=c.nack, requeue=c.requeue, tx_size=c.tx_size))
+            global_prefetch=c.global_prefetch, nack=c.nack, requeue=c.requeue, tx_size=c.tx_size,
+            filter=tuple(c.filter), match_unfiltered=c.match_unfiltered, filter_spread=spread,
+            partitions=q.partitions(queue)))
 
     steps = step_windows(workload)
     routes = expected_queues(workload)
@@ -128,11 +142,12 @@ def plan(workload: Workload, cluster: str, n_tasks: int, run_id: str, out_dir: s
             confirm_timeout_s=workload.publisher.confirm_timeout if workload.publisher.confirm else None,
             warmup_s=workload.warmup, drain_timeout_s=workload.drain_timeout,
             reconnect_timeout_s=workload.reconnect_timeout, control=control,
-            metrics_port=workload.metrics_port, seed=zlib.crc32(f"{run_id}/{cluster}/{t}".encode()),
+            metrics_port=workload.metrics_port, metrics_access=metrics_access, seed=zlib.crc32(f"{run_id}/{cluster}/{t}".encode()),
             bodies=bodies, variable_size=tuple((s.size, s.duration) for s in workload.variable_size or ()),
             consumer_start_delay_s=workload.consumer.start_delay,
             consumer_start_interval_s=workload.consumer.start_interval, exit_when=workload.consumer.exit_when,
-            routes=tuple((s.producer_id, tuple(routes[s.producer_id])) for s in pubs[t]) if routes else ()))
+            routes=tuple((s.producer_id, tuple(routes[s.producer_id])) for s in pubs[t]) if routes else (),
+            connections=workload.connection_layout()))
     return plans
 
 
@@ -157,9 +172,11 @@ def expected_queues(workload: Workload) -> dict[int, list[str]] | None:
     def key(queue: str) -> str:
         return queue if direct_to_queue or workload.routing_key is None else workload.routing_key
 
+    if q.super_stream is not None:
+        return None               # one copy in whichever partition its key hashes to (recorded under the partition)
     out: dict[int, list[str]] = {}
     for i in range(workload.producers):
-        own = queue_names[i % len(queue_names)]
+        own = client_queue(queue_names, i)
         if direct_to_queue:
             out[i] = [own]
             continue
@@ -196,7 +213,7 @@ def fault_plan(workload: Workload, cluster: str) -> tuple[tuple[FaultPlan, ...],
 
 
 def plan_run(workload: Workload, run_id: str, out_dir: str, tasks: dict[str, int],
-             control: tuple[str, int] | None = None) -> RunPlan:
+             control: ControlEndpoint | None = None, metrics_access: MetricsAccess = OPEN_METRICS) -> RunPlan:
     """The whole run, planned once: what run.json records, the status line shows and each Spark stage runs.
 
     ``tasks`` gives the number of Spark tasks of each cluster's stage (see ``default_task_count``).
@@ -205,7 +222,7 @@ def plan_run(workload: Workload, run_id: str, out_dir: str, tasks: dict[str, int
     for c in workload.clusters:
         faults, fault_control = fault_plan(workload, c.name)
         clusters.append(ClusterPlan(target=cluster_target(workload, c.name),
-                                    tasks=tuple(plan(workload, c.name, tasks[c.name], run_id, out_dir, control)),
+                                    tasks=tuple(plan(workload, c.name, tasks[c.name], run_id, out_dir, control, metrics_access)),
                                     faults=faults, fault_control=fault_control))
     return RunPlan(run_id=run_id, workload_name=workload.name, driver=workload.resolved_driver(),
                    steps=step_windows(workload), producers=workload.producers, consumers=workload.consumers,

@@ -1,25 +1,21 @@
-"""Spark session set-up, and the one place where errors cross Spark.
+"""Spark session set-up, and the stages a run submits.
 
 Shared by the run job, the reduce job and the tests; the only module besides jobs/ and
-rbench/reduce that imports pyspark. An executor task wraps the RbenchError it raises in a
-marked line (``wrap_task_error``); the coordinator pulls that line back out of Spark's Java
-traceback (``unwrap_spark_error``), so a user reads one line, not a Py4J stack.
+rbench/reduce that imports pyspark. Errors cross Spark as one line (rbench.spark_errors).
 """
 from __future__ import annotations
 
 import contextlib
 import os
-import re
 import sys
-import tempfile
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rbench.errors import ConfigError, RbenchError
-
-ERROR_MARK = "RBENCH-ERROR: "        # lets the coordinator find our one-line message in Spark's traceback
+from rbench.spark_errors import failure_line, jvm_log_path, unwrap_spark_error, wrap_task_error
 
 # Defaults suited to one small machine; spark-submit --conf or conf/spark-defaults.conf override.
 LOCAL_DEFAULTS: dict[str, str] = {
@@ -35,6 +31,14 @@ LOCAL_DEFAULTS: dict[str, str] = {
 # executor is lost (docs/cluster.md, "When an executor dies"). `rbench run --stage-attempts N`, --conf or
 # spark-submit --conf set it instead; Spark's own default, 4, would run a doomed load four times.
 STAGE_ATTEMPTS_KEY = "spark.stage.maxConsecutiveAttempts"
+# The driver JVM rbench starts compiles with C1 only: its work is seconds of start-up, scheduling and, for large
+# samples, a reduce of tens of seconds, where C2's compilations cost more than they return. Measured on this
+# 2-core machine (docs/timing.md): command → first message 4.9 s against 6.0 s (medians of 3), and a 3M-row
+# reduce with every pass in Spark 25 s against 27-31 s. RBENCH_JVM_FULL_JIT=1 keeps the JVM's default tiers.
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
+FULL_JIT_ENV = "RBENCH_JVM_FULL_JIT"
+DAEMON_KEY = "spark.python.daemon.module"
+DAEMON_MODULE = "rbench.runtime.daemon"
 DEFAULT_STAGE_ATTEMPTS = 2
 
 
@@ -45,56 +49,260 @@ def prepare_environment() -> None:
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
 
-def jvm_log_path() -> Path:
-    """Where the JVM's own stderr goes when rbench starts it (its start-up banner and any Java output)."""
-    return Path(tempfile.gettempdir()) / f"rbench-spark-{os.getuid()}.log"
+def _verbose() -> bool:
+    """RBENCH_SPARK_LOG=verbose: the JVM's output on the terminal, Spark's own log4j profile."""
+    return os.environ.get("RBENCH_SPARK_LOG") == "verbose"
 
 
-@contextlib.contextmanager
-def _jvm_stderr_to_log() -> Iterator[None]:
-    """Point fd 2 at jvm_log_path() while the JVM is launched, so the child keeps that as its stderr.
+def session_options(master: str | None, app_name: str, conf: dict[str, str] | None,
+                    write_archive: bool = False) -> dict[str, str]:
+    """Every Spark option rbench sets when it creates the session: its defaults, then ``conf`` over them.
+    ``write_archive``: a JVM without a class-data archive writes one as it exits (rbench.jvm_cds)."""
+    from rbench import jvm_cds
+    from rbench.jvm_launch import spark_home
 
-    The JVM prints a banner (incubator modules, default log level) before any log4j configuration
-    applies; on the CLI a user should read rbench's one line, not three JVM lines before it.
-    RBENCH_SPARK_LOG=verbose leaves the JVM's stderr on the terminal."""
-    if os.environ.get("RBENCH_SPARK_LOG") == "verbose":
-        yield
-        return
-    sys.stderr.flush()
-    saved = os.dup(2)
-    fd = os.open(jvm_log_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        os.dup2(fd, 2)
-        yield
-    finally:
-        os.dup2(saved, 2)
-        os.close(saved)
-        os.close(fd)
-
-
-def local_session(master: str | None = None, app_name: str = "rbench", conf: dict[str, str] | None = None) -> Any:
-    """Get or create a SparkSession; ``master`` None keeps whatever spark-submit set."""
-    prepare_environment()
-    from pyspark.sql import SparkSession
-
-    builder = SparkSession.builder.appName(app_name)
-    if os.environ.get("RBENCH_SPARK_LOG") != "verbose":
-        log_conf = Path(__file__).with_name("log4j2.properties")
-        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_conf}")
+    options: dict[str, str] = {"spark.app.name": app_name}
+    java = []
+    if not _verbose():
+        java.append(f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}")
+    if not os.environ.get("PYSPARK_GATEWAY_PORT"):          # rbench starts the JVM (not spark-submit)
+        java.append(jvm_cds.java_options(spark_home(), write_archive))
+        if os.environ.get(FULL_JIT_ENV, "").lower() not in ("1", "true", "yes", "on"):
+            java.append(QUICK_JIT)
+    if any(java):
+        options["spark.driver.extraJavaOptions"] = " ".join(j for j in java if j)
     if master:
-        builder = builder.master(master)
+        options["spark.master"] = master
     defaults = dict(LOCAL_DEFAULTS)
     if (master or "").startswith("local"):
         # executors are this interpreter: fork task workers from a daemon that has the runtime imported
-        defaults["spark.python.daemon.module"] = "rbench.runtime.daemon"
-    for key, value in {**defaults, **(conf or {})}.items():
+        defaults[DAEMON_KEY] = DAEMON_MODULE
+    options.update({**defaults, **(conf or {})})
+    if STAGE_ATTEMPTS_KEY not in (conf or {}) and not _preset(STAGE_ATTEMPTS_KEY):
+        options[STAGE_ATTEMPTS_KEY] = str(DEFAULT_STAGE_ATTEMPTS)
+    return options
+
+
+_START_LOCK = threading.Lock()       # one start at a time: a session asked for while SparkStart is starting waits
+
+
+def _start_context(options: dict[str, str]) -> Any:
+    """The SparkContext with ``options``, its JVM started with stdout and stderr in jvm_log_path().
+
+    The JVM prints a banner (incubator modules, "Setting default log level") and the launcher its own
+    lines before any log4j configuration applies; a user reads rbench's lines, not the JVM's. The JVM
+    inherits the log file as its stdout and stderr from the start (no process-wide redirect of this
+    process's stderr, so the coordinator's own lines stay on the terminal while the JVM starts in the
+    background)."""
+    with _START_LOCK:
+        return _start_locked(options, _launch(options), None)
+
+
+def _jvm_running() -> bool:
+    """A driver JVM exists for this process already: spark-submit's, or one an earlier session started."""
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):
+        return True
+    if "pyspark" not in sys.modules:
+        return False                        # nothing can have started one without importing pyspark
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None
+
+
+def _launch(options: dict[str, str], daemons: list[Any] | None = None, mark: Any = None) -> Any:
+    """Launch the driver JVM (rbench.jvm_launch: before pyspark is imported), unless one runs; None then.
+
+    ``daemons``: a run's start (SparkStart) on a local master also pre-starts Spark's Python daemon beside
+    the JVM (rbench.runtime.zygote), appended there; ``mark(label, at)`` is told its instants."""
+    from rbench.jvm_launch import JvmLaunch
+
+    if _jvm_running():
+        return None
+    prepare_environment()                   # before the JVM: it and its Python workers inherit these
+    log = None if _verbose() else os.open(jvm_log_path(), os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        zygote = None
+        if daemons is not None and options.get(DAEMON_KEY) == DAEMON_MODULE:
+            from rbench.runtime.zygote import ENV, Zygote
+
+            zygote = Zygote.start(log, mark)
+            if zygote is not None:
+                daemons.append(zygote)
+                os.environ[ENV] = zygote.path     # the JVM's environment, and so its daemon's
+        try:
+            return JvmLaunch(options, log, "the terminal" if log is None else str(jvm_log_path()))
+        finally:
+            if zygote is not None:
+                os.environ.pop(ENV, None)
+                zygote.watch()
+    finally:
+        if log is not None:
+            os.close(log)
+
+
+@contextlib.contextmanager
+def _attaching(port: int, secret: str) -> Iterator[None]:
+    """pyspark's launch_gateway connects to a JVM that exists when these are set (as spark-submit sets them)."""
+    keys = ("PYSPARK_GATEWAY_PORT", "PYSPARK_GATEWAY_SECRET")
+    saved = {k: os.environ.get(k) for k in keys}
+    os.environ.update(zip(keys, (str(port), secret)))
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+def _start_locked(options: dict[str, str], jvm: Any, mark: Any) -> Any:
+    """The context on the JVM ``jvm`` (a JvmLaunch) started, or on the one running when it is None.
+    ``mark(label, at)`` is told when the JVM answers."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    from rbench import jvm_cds
+    from rbench.jvm_launch import spark_home
+
+    prepare_environment()
+    sconf = SparkConf()
+    for key, value in options.items():
+        sconf.set(key, value)
+    if jvm is not None and SparkContext._gateway is not None:
+        jvm.stop()                                # another session started one meanwhile: use that
+        jvm = None
+    if jvm is not None:
+        try:
+            port, secret = jvm.address()
+            with _attaching(port, secret):
+                gateway = launch_gateway(sconf)  # type: ignore[no-untyped-call]
+        except BaseException:
+            jvm.stop()
+            raise
+        gateway.proc = jvm.proc
+        SparkContext._ensure_initialized(gateway=gateway)
+        if mark is not None:
+            if jvm.listening_at is not None:     # the JVM's own start, apart from this process's import of pyspark
+                mark("JVM listening (its gateway's port written)", jvm.listening_at)
+            mark("JVM started (py4j gateway answers)", time.time())
+    sc = SparkContext.getOrCreate(sconf)
+    sc.setLogLevel("ERROR")
+    if jvm is not None and jvm_cds.WRITE_OPTION in options.get("spark.driver.extraJavaOptions", ""):
+        # this process started the JVM that writes the archive; once the context is up, the JVM has loaded what a start needs: worth keeping for the next run
+        jvm_cds.keep_at_exit(spark_home(), jvm.proc.pid)
+    return sc
+
+
+def local_session(master: str | None = None, app_name: str = "rbench", conf: dict[str, str] | None = None) -> Any:
+    """Get or create a SparkSession (the SQL session, for the reduce); ``master`` None keeps whatever spark-submit set."""
+    from pyspark.sql import SparkSession
+
+    options = session_options(master, app_name, conf)
+    _start_context(options)
+    builder = SparkSession.builder
+    for key, value in options.items():
         builder = builder.config(key, value)
-    with _jvm_stderr_to_log():
-        if STAGE_ATTEMPTS_KEY not in (conf or {}) and not _preset(STAGE_ATTEMPTS_KEY):
-            builder = builder.config(STAGE_ATTEMPTS_KEY, str(DEFAULT_STAGE_ATTEMPTS))
-        session = builder.getOrCreate()
-    session.sparkContext.setLogLevel("ERROR")
-    return session
+    return builder.getOrCreate()         # on the context above
+
+
+class SparkStart:
+    """The SparkContext started on a thread of its own, while the coordinator probes the brokers and plans.
+
+    A run's barrier stages need only the SparkContext (``sparkContext`` waits for it). The SQL session
+    (Catalyst, the session state) took as long again to build here, and only a reduce whose samples
+    are too large for the driver uses it: ``session()`` builds it then, on the same context. Errors of
+    the start are raised where the context is first asked for, on the coordinator's thread."""
+
+    def __init__(self, master: str | None, app_name: str, conf: dict[str, str] | None = None,
+                 explicit_master: bool = False) -> None:
+        self._options = session_options(master, app_name, conf, write_archive=True)
+        # Spark keeps one context per process and getOrCreate hands back the running one whatever its
+        # master: a master the user named (--master) and did not get is refused, not silently replaced
+        self._explicit = master if explicit_master else None
+        self.marks: list[tuple[str, float]] = []     # (what, wall-clock s) of the start, for --timings
+        self._done = threading.Event()
+        self._abandoned = threading.Event()
+        self._made = False                           # this start created the context (abandon may stop it)
+        self._context: Any = None
+        self._error: BaseException | None = None
+        self._daemons: list[Any] = []                # the pre-started Python daemon (rbench.runtime.zygote), if any
+        self._jvm: Any = None                        # the JVM this start launched (rbench.jvm_launch), if any
+        self._thread = threading.Thread(target=self._start, name="rbench-spark-start", daemon=True)
+
+    def start(self) -> SparkStart:
+        """Launch the JVM (and the pre-started daemon) from here, at once; pyspark's import, the wait for the
+        JVM and the context are the thread's."""
+        try:
+            with _START_LOCK:
+                self._jvm = _launch(self._options, self._daemons, self._mark)
+        except BaseException as exc:          # raised where the context is asked for, as any error of the start
+            self._error = exc
+        self._thread.start()
+        return self
+
+    def _mark(self, what: str, at: float) -> None:
+        self.marks.append((what, at))
+
+    def _start(self) -> None:
+        try:
+            if self._error is not None:
+                return
+            from pyspark import SparkContext
+
+            with _START_LOCK:
+                self._made = SparkContext._active_spark_context is None     # not a context someone else uses
+                self._context = _start_locked(self._options, self._jvm, self._mark)
+                self.marks.append(("SparkContext ready", time.time()))
+                if self._explicit and not self._made and self._context.master != self._explicit:
+                    raise ConfigError(f"--master {self._explicit}: this process already runs a SparkContext on "
+                                      f"{self._context.master} (Spark keeps one per process); ask for that master "
+                                      f"or stop the running context first")
+                if self._abandoned.is_set():
+                    self._stop()
+        except BaseException as exc:          # handed to the thread that asks for the context
+            self._error = exc
+        finally:
+            if self._abandoned.is_set() or self._error is not None:
+                for daemon in self._daemons:
+                    daemon.close()
+            self._done.set()
+
+    def abandon(self) -> None:
+        """The run ended before it used Spark (a broker that is down, a refused limit): stop the context this
+        start made, now or as soon as it is up, so a later session in this process (a test's, a job's) starts
+        clean. The command-line process exits anyway and its JVM with it; nothing here waits for the JVM."""
+        self._abandoned.set()
+        for daemon in self._daemons:
+            daemon.close()
+        if self._done.is_set():
+            with _START_LOCK:
+                self._stop()
+
+    def _stop(self) -> None:
+        context, self._context = self._context, None
+        if context is not None and self._made:
+            with contextlib.suppress(Exception):
+                context.stop()
+
+    @property
+    def sparkContext(self) -> Any:       # the name SparkSession gives it: the run code takes either
+        self._done.wait()
+        if self._error is not None:
+            raise self._error
+        if self._context is None:
+            raise RbenchError("the Spark context was stopped: this run was abandoned before it used Spark")
+        return self._context
+
+    def session(self) -> Any:
+        """The SQL session on this context, built on first use."""
+        _ = self.sparkContext          # waits for the context, raises its error
+        from pyspark.sql import SparkSession
+
+        builder = SparkSession.builder
+        for key, value in self._options.items():
+            builder = builder.config(key, value)
+        return builder.getOrCreate()
 
 
 def _preset(key: str) -> bool:
@@ -133,65 +341,6 @@ def run_partition(plans: Any) -> Any:
             yield run_task(plan, attempt=attempt, barrier=ctx.barrier, all_gather=ctx.allGather)
         except RbenchError as exc:
             raise wrap_task_error(exc) from None
-
-
-def wrap_task_error(exc: RbenchError) -> RuntimeError:
-    """Executor side: an error whose one line (and type) survive Spark's Java traceback."""
-    return RuntimeError(f"{ERROR_MARK}{type(exc).__name__}: {exc}")
-
-
-def unwrap_spark_error(exc: BaseException) -> RbenchError:
-    """Coordinator side: our one-line message (as its own type), or Spark's first line, out of a Py4J error."""
-    from rbench import errors
-
-    text = str(exc)
-    if ERROR_MARK in text:
-        line = text.split(ERROR_MARK, 1)[1].splitlines()[0]
-        kind, sep, message = line.partition(": ")
-        cls = getattr(errors, kind, None) if sep else None
-        if isinstance(cls, type) and issubclass(cls, RbenchError):
-            return cls(message)
-        return RbenchError(line)
-    if "barrier" in text.lower() and "slots" in text.lower():
-        return ConfigError("tasks: the Spark cluster has fewer free task slots than the barrier stage needs")
-    cause = task_exception(text)
-    if cause is not None:
-        kind, message = cause
-        advice = _ADVICE.get(kind, "")
-        if kind in ("ModuleNotFoundError", "ImportError") and "rbench" in message:
-            advice = ("; the executors' Python cannot import rbench: install it there, or ship it with "
-                      "`make dist` and spark-submit --archives (docs/cluster.md)")
-        return RbenchError(f"a Spark task failed: {kind}: {message[:300]}{advice}")
-    first = next((ln for ln in text.splitlines() if ln.strip()), type(exc).__name__)
-    return RbenchError(f"Spark job failed: {first[:300]} (the JVM's output: {jvm_log_path()})")
-
-
-# a Python exception line inside Spark's Java text: "ValueError: message" or "pkg.mod.SomeError: message"
-_PY_EXC = re.compile(r"^\s*((?:[A-Za-z_][\w]*\.)*[A-Za-z_]\w*(?:Error|Exception|Interrupt|Exit)): ?(.*)$")
-_ADVICE = {
-    "MemoryError": "; give the executors more memory (spark.executor.memory) or run fewer producers per task",
-    "PermissionError": "; the executors cannot write the output directory: use a path every executor can write",
-}
-
-
-def task_exception(text: str) -> tuple[str, str] | None:
-    """(type, message) of the Python exception that ended a Spark task, from Spark's error text; None if none.
-
-    Spark wraps a task's Python traceback in a PythonException inside a Py4J error; the task's own
-    exception is the last exception line of that traceback."""
-    start = text.find("PythonException")
-    if start < 0:
-        return None
-    found = None
-    for line in text[start:].splitlines():
-        if line.lstrip().startswith(("at ", "File ", "Traceback", "org.apache.spark.api.python.PythonException")):
-            if found is not None and line.lstrip().startswith("at "):
-                break              # the Java frames after the Python traceback
-            continue
-        match = _PY_EXC.match(line)
-        if match and not match.group(1).startswith(("org.", "java.", "py4j.")):
-            found = (match.group(1).rsplit(".", 1)[-1], match.group(2).strip())
-    return found
 
 
 def _one_key(result: dict[str, Any]) -> tuple[int, dict[str, Any]]:
@@ -278,18 +427,6 @@ class StageAttempts:
             if found is not None:
                 return int(found)
         return None
-
-
-def failure_line(text: str) -> str:
-    """One line for why a Spark task did not succeed: our marked line, the task's Python exception, or Spark's first line."""
-    if ERROR_MARK in text:
-        return text.split(ERROR_MARK, 1)[1].splitlines()[0]
-    cause = task_exception(text)
-    if cause is not None:
-        return f"{cause[0]}: {cause[1][:200]}"
-    first = next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
-    first = re.sub(r"^(?:[a-z_][\w]*\.)+(?=[A-Z])", "", first)           # org.apache.spark.SparkException → SparkException
-    return first.split(". Consider setting", 1)[0][:300]
 
 
 def total_slots(session: Any) -> int:

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# RabbitMQ 4.0 beside the system broker: `broker4.sh start|stop|status|ctl ARGS…` (make broker-4).
+# RabbitMQ 4.0 beside the system broker: `broker4.sh start|stop|status|ctl ARGS…` (make broker-4);
+# `broker4.sh start|stop|status --variant NAME` runs scripts/variant.sh (a 4.0 node with conf/variants/NAME.*).
 #
 # Debian 12 packages RabbitMQ 3.10; Debian 13 (trixie) packages 4.0.x on Erlang/OTP 27, which needs a newer
 # libc than this machine's. So the node runs from a debootstrap root of trixie (minbase + rabbitmq-server),
@@ -15,6 +16,8 @@ NODE="rabbit4@localhost"
 AMQP_PORT=5680 STREAM_PORT=5580 MGMT_PORT=15680 PROM_PORT=15780 DIST_PORT=25680
 SUITE=trixie
 SUDO=""; [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+# shellcheck source=../rbench/faults/broker-fds.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../rbench/faults/broker-fds.sh"
 
 die() { echo "broker-4: $*" >&2; exit 1; }
 port_open() { (exec 3<>/dev/tcp/127.0.0.1/"$1") 2>/dev/null; }
@@ -68,6 +71,7 @@ EOF
     printf '%s\n' "$RBENCH_BROKER4_CONF" | $SUDO tee -a "$ROOT/etc/rabbitmq/rabbitmq.conf" >/dev/null
   fi
   echo "[rabbitmq_management,rabbitmq_prometheus,rabbitmq_stream]." | $SUDO tee "$ROOT/etc/rabbitmq/enabled_plugins" >/dev/null
+  broker_nofile "$ROOT"          # the node's file descriptors (one per connection): su in the root applies it
 }
 
 mounts() {
@@ -82,7 +86,7 @@ answers() { in_root rabbitmqctl -q -n "$NODE" status >/dev/null 2>&1; }
 start() {
   build_root
   if port_open "$AMQP_PORT" && answers; then
-    echo "broker-4: RabbitMQ $(version) already up on 127.0.0.1:$AMQP_PORT"; return 0
+    echo "broker-4: RabbitMQ $(version) already up on 127.0.0.1:$AMQP_PORT"; fd_note; return 0
   fi
   port_open "$AMQP_PORT" && die "port $AMQP_PORT is taken by something that is not $NODE"
   configure; mounts
@@ -96,6 +100,16 @@ start() {
   echo "broker-4: RabbitMQ $(version) up on 127.0.0.1:$AMQP_PORT (streams $STREAM_PORT, management $MGMT_PORT, prometheus $PROM_PORT)"
 }
 
+fd_note() {     # a node that booted before the limits.d entry keeps its old limit until restarted
+  local pid have
+  pid=$(in_root rabbitmqctl -q -n "$NODE" eval 'os:getpid().' 2>/dev/null | tr -dc 0-9 || true)
+  have=$( [ -n "$pid" ] && broker_nofile_of "$pid" || true)
+  if [ -n "$have" ] && [ "$have" != unlimited ] && [ "$have" -lt "$(broker_nofile_wanted)" ]; then
+    echo "broker-4: note: $NODE booted with $have file descriptors (connections it can hold: fewer);" \
+         "restart it to get $(broker_nofile_wanted): bash $0 stop && bash $0 start"
+  fi
+}
+
 version() { in_root rabbitmqctl -q -n "$NODE" version 2>/dev/null || echo "?"; }
 
 stop() {
@@ -104,6 +118,11 @@ stop() {
   for _ in $(seq 1 30); do port_open "$AMQP_PORT" || break; sleep 1; done
   echo "broker-4: stopped"
 }
+
+# `start|stop|status --variant NAME`: a variant's node of its own (scripts/variant.sh, conf/variants/NAME.*)
+if [ "${2:-}" = "--variant" ]; then
+  exec bash "$(dirname "${BASH_SOURCE[0]}")/variant.sh" "$1" "${3:-}" "${4:-}"
+fi
 
 case "${1:-start}" in
   start) start ;;

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.brokers import BROKERS, Broker
 from tests.cluster_fixture import rabbit_cluster  # noqa: F401  (the session fixture of tests marked cluster)
 from tests.loops import LOOP_KINDS, LoopRunner
 
@@ -24,6 +25,14 @@ AMQP_URL = os.environ.get("RBENCH_AMQP_URL", "amqp://guest:guest@127.0.0.1:5672/
 # end: two suites sharing one broker (CI and a developer, or two work trees) never drop each other's queues.
 TEST_PREFIX = f"rbench-test-{uuid.uuid4().hex[:6]}-"
 STREAM_URL = os.environ.get("RBENCH_STREAM_URL", "rabbitmq-stream://guest:guest@127.0.0.1:5552/")
+
+
+@pytest.fixture(params=BROKERS, ids=lambda b: b.name)
+def broker(request: pytest.FixtureRequest) -> Broker:
+    """Each broker of tests/brokers.py (RabbitMQ 3.10 and 4.0), for the tests that run on both."""
+    b: Broker = request.param
+    b.require()
+    return b
 
 
 @pytest.fixture(scope="session")
@@ -70,6 +79,11 @@ def spark() -> Iterator[object]:
     from rbench.spark import local_session
 
     session = local_session("local[2]", app_name="rbench-tests")
+    if session.sparkContext.master != "local[2]":
+        # an earlier in-process `rbench … --master local[1]` left its session behind, and getOrCreate returns it
+        session.stop()
+        session = local_session("local[2]", app_name="rbench-tests")
+    assert session.sparkContext.master == "local[2]", session.sparkContext.master
     yield session
     session.stop()
 

@@ -29,8 +29,11 @@ def noisy(n: int, seed: int, level: float = 20_000.0, cv: float = 0.05, drop_at:
 
 
 def write_history(history: Path, work: Path, throughput: np.ndarray, latency_ms: np.ndarray | None = None,
-                  commits: list[str] | None = None, workload: str = "nightly", regress: dict[str, Any] | None = None) -> list[str]:
-    """One run per night: run.json, report/steps.parquet and leaderboard.json, appended with add_run."""
+                  commits: list[str] | None = None, workload: str = "nightly", regress: dict[str, Any] | None = None,
+                  brokers: list[str] | None = None) -> list[str]:
+    """One run per night: run.json, report/steps.parquet and leaderboard.json, appended with add_run. ``brokers``:
+    each night's RabbitMQ version, recorded as a run records it (clusters[].broker); else an older run.json's
+    run-level broker_version."""
     run_ids = []
     for i, night in enumerate(nights(throughput.size)):
         run_id = f"{night.replace('-', '')}T020000Z-{workload}-{i:04x}"
@@ -40,9 +43,9 @@ def write_history(history: Path, work: Path, throughput: np.ndarray, latency_ms:
             "run_id": run_id, "status": "complete", "workload_name": workload, "workload_hash": "h1",
             "workload": {"name": workload, **({"regress": regress} if regress else {})},
             "driver": "amqp091", "started_at": f"{night}T02:00:00+00:00", "host": {"rbench": "0.1.0"},
-            "broker_version": "3.13.1" if i >= throughput.size - 3 else "3.12.4",
+            **({} if brokers else {"broker_version": "3.13.1" if i >= throughput.size - 3 else "3.12.4"}),
             "clusters": [{"name": "c3", "nodes": 3, "instance_type": "m5.large", "volume_type": "gp3", "volume_gb": 100,
-                          "tasks": 2}]}))
+                          "tasks": 2, **({"broker": {"product": "RabbitMQ", "version": brokers[i]}} if brokers else {})}]}))
         row = {"run_id": run_id, "cluster": "c3", "step": 0, "target_rate": 30_000.0,
                "publish_rate": float(throughput[i]) * 1.001, "consume_rate": float(throughput[i]),
                "confirm_rate": float(throughput[i]),

@@ -391,3 +391,73 @@ def _fault(cluster: str, index: int, action: str, node: str, at_s: float, restar
     return {"cluster": cluster, "index": index, "action": action, "node": node, "at_s": at_s,
             "restart_after_s": restart_after_s, "t_start_ns": start, "t_end_ns": end, "t_back_start_ns": back_start,
             "t_back_end_ns": back_end, "ok": True, "error": None}
+
+
+# --- one queue read by two consumers: competing (a classic queue) or each reading everything (a stream) ---
+
+READERS_N = 200
+
+
+def make_readers_run(root: Path, shape: str) -> Path:
+    """One producer, READERS_N messages at 100 msg/s (t_intended = t0 + k·10 ms, sent 0.1 ms later, acked), two
+    consumers; consumer 0 receives 2 ms after sending, consumer 1 lags 25 ms, so their receive times interleave
+    (every odd message of consumer 1 comes after a higher one of consumer 0). No warm-up: every message is measured.
+
+    * ``competing``: classic queue ``q``, consumer k gets the messages with seq mod 2 = k. Consumer 0 receives
+      100 and 102 swapped (1 reorder); 51 is redelivered to consumer 0 100 ms after it went to consumer 1 (flagged;
+      duplicated 1, a reorder for consumer 0). Expected: reordered 2, duplicated 1, lost 0, expected N.
+    * ``stream`` (``stream-sac``: the same with single_active): stream ``s``, each consumer reads every message;
+      consumer 1 never gets 40; consumer 0 reads 70 again 15 ms later (after 71). Plain readers: expected 2N,
+      consumed_unique 2N − 1, lost 1, duplicated 1, reordered 1. A single-active group is one reader (the rows
+      then stand for a group that re-read everything): expected N, lost 0, duplicated N.
+    * ``super``: super stream ``s`` of partitions s-0 (even seq) and s-1 (odd seq), published under ``s``, no
+      routes; each consumer reads both partitions, the same faults as ``stream`` (consumer 0's re-read of 70
+      comes after 72: order is per partition)."""
+    run_id = f"run-readers-{shape}"
+    run_dir = root / run_id
+    t0 = 1_700_000_000_000_000_000
+    n = READERS_N
+    t_int = [t0 + k * 10 * MS for k in range(n)]
+    sent = [t + 100_000 for t in t_int]
+    stream = shape != "competing"
+    queue = "s" if stream else "q"
+    pub = {"run_id": [run_id] * n, "cluster": ["c"] * n, "step": [0] * n, "task": [0] * n, "producer": [0] * n,
+           "queue": [queue] * n, "seq": list(range(n)), "size": [100] * n, "t_intended": t_int, "t_sent": sent,
+           "t_confirmed": [t + MS for t in sent], "outcome": ["ack"] * n}
+    rows: list[tuple[int, int, int, bool]] = []          # (consumer, seq, t_received, redelivered)
+    lag = (2 * MS, 25 * MS)
+    if shape == "competing":
+        rows += [(k % 2, k, sent[k] + lag[k % 2], False) for k in range(n)]
+        swap = {100: sent[102] + lag[0], 102: sent[100] + lag[0]}
+        rows = [(c, k, swap.get(k, t), r) for c, k, t, r in rows]
+        rows.append((0, 51, sent[51] + 100 * MS, True))
+    else:
+        for c in (0, 1):
+            rows += [(c, k, sent[k] + lag[c], False) for k in range(n) if (c, k) != (1, 40)]
+        rows.append((0, 70, sent[70] + 15 * MS if shape != "super" else sent[70] + 25 * MS, False))
+    con: dict[str, list[Any]] = {name: [] for name in CONSUMED_SCHEMA.names}
+    for c, k, t, r in rows:
+        q = f"s-{k % 2}" if shape == "super" else queue
+        for key, value in (("run_id", run_id), ("cluster", "c"), ("step", 0), ("task", 0), ("consumer", c), ("queue", q),
+                           ("producer", 0), ("seq", k), ("size", 100), ("t_intended", t_int[k]), ("t_sent", sent[k]),
+                           ("t_received", t), ("redelivered", r)):
+            con[key].append(value)
+    for kind, cols, sch in (("published", pub, PUBLISHED_SCHEMA), ("consumed", con, CONSUMED_SCHEMA)):
+        w = _PartWriter(run_dir / kind / "c" / "task-00000" / "attempt-1", sch, 65_536)
+        w.write(pa.Table.from_pydict(cols, sch))
+        w.commit()
+    queues: dict[str, Any] = {"name": queue, "type": "stream" if stream else "classic"}
+    if shape == "super":
+        queues["super_stream"] = {"partitions": 2}
+    end = t0 + n * 10 * MS
+    run_json = {"run_id": run_id, "status": "complete", "workload_name": "readers", "workload_hash": "r",
+                "workload": {"name": "readers", "producers": 1, "consumers": 2, "queues": queues,
+                             "consumer": {"single_active": shape == "stream-sac"}},
+                "driver": "stream" if stream else "amqp091", "warmup_s": 0.0,
+                "routes": None if shape == "super" else {"0": [queue]},
+                "clusters": [{"name": "c", "nodes": 1, "instance_type": "local", "volume_type": "local", "volume_gb": 0,
+                              "tasks": 1, "producers": 1, "consumers": 2, "t0_ns": t0, "status": "complete",
+                              "steps": [{"step": 0, "rate_per_producer": 100.0, "target_rate": 100.0, "start_ns": t0,
+                                         "end_ns": end, "duration_s": n / 100, "status": "complete"}]}]}
+    (run_dir / "run.json").write_text(json.dumps(run_json, indent=2))
+    return run_dir

@@ -16,6 +16,12 @@
  *   {"role": ..., "count": N, "t_first": ns, "t_last": ns, "cpu_s": s}
  * t_first is the first send (or delivery), t_last the N-th accepted disposition (or delivery), cpu_s the
  * process's getrusage user+system between them: the fields bench_amqp10.py reads from its Python peer.
+ *
+ * Latency: the sender writes the send time (CLOCK_REALTIME ns, native int64) into the first 8 body bytes
+ * just before handing each message to proton, one 8-byte store into the encoded message; the receiver
+ * takes the clock per delivery and keeps (received - sent) per message. With RBENCH_PEER_SAMPLES=PATH
+ * in its environment the receiver writes those N int64 latencies to PATH, so the benchmark computes every
+ * client's percentiles with the same code.
  * Exit status 1 with the broker's error condition on stderr when the connection or a link is refused.
  */
 #include <proton/condition.h>
@@ -50,8 +56,11 @@ typedef struct {
     double cpu0, cpu_s;
     char message[256];
     size_t message_size;
+    size_t body_at;                                    /* offset of the body (the send time) in message */
     char *inbox;
     size_t inbox_size;
+    int64_t *latency;                                  /* receiver: received - sent per message, ns */
+    long latencies;
     int failed;
 } peer_t;
 
@@ -76,6 +85,7 @@ static int encode_message(peer_t *p) {
     p->message_size = sizeof p->message;
     int rc = pn_message_encode(m, p->message, &p->message_size);
     pn_message_free(m);
+    p->body_at = p->message_size - BODY_SIZE;           /* the data section is the message's last section */
     return rc;
 }
 
@@ -103,6 +113,8 @@ static void send_some(peer_t *p, pn_link_t *l) {
             p->cpu0 = cpu_seconds();
         }
         pn_delivery(l, pn_dtag((const char *)&tag, sizeof tag));
+        int64_t t = now_ns();
+        memcpy(p->message + p->body_at, &t, sizeof t);
         pn_link_send(l, p->message, p->message_size);
         pn_link_advance(l);
         p->sent++;
@@ -143,6 +155,13 @@ static void on_delivery(peer_t *p, pn_event_t *e) {
     }
     pn_link_recv(l, p->inbox, size);
     pn_link_advance(l);
+    /* the body is the message's last section: a 24-byte data section ends it (00 53 75 a0 18, then the body) */
+    if (size >= BODY_SIZE + 5 && memcmp(p->inbox + size - BODY_SIZE - 5, "\x00\x53\x75\xa0\x18", 5) == 0
+        && p->latencies < p->count) {
+        int64_t sent;
+        memcpy(&sent, p->inbox + size - BODY_SIZE, sizeof sent);
+        p->latency[p->latencies++] = now_ns() - sent;
+    }
     pn_delivery_update(d, PN_ACCEPTED);
     pn_delivery_settle(d);
     if (++p->received == p->count) {
@@ -233,6 +252,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "proton-c-peer: COUNT, CREDIT and WINDOW must be positive\n");
         return 2;
     }
+    if (!p.sender && !(p.latency = malloc(sizeof(int64_t) * (size_t)p.count))) {
+        fprintf(stderr, "proton-c-peer: out of memory\n");
+        return 1;
+    }
     if (encode_message(&p) != 0) {
         fprintf(stderr, "proton-c-peer: cannot encode the message\n");
         return 1;
@@ -257,6 +280,15 @@ int main(int argc, char **argv) {
     free(p.inbox);
     if (p.failed)
         return 1;
+    const char *samples = getenv("RBENCH_PEER_SAMPLES");
+    if (!p.sender && samples && *samples) {
+        FILE *f = fopen(samples, "wb");
+        if (!f || fwrite(p.latency, sizeof(int64_t), (size_t)p.latencies, f) != (size_t)p.latencies || fclose(f)) {
+            fprintf(stderr, "proton-c-peer: cannot write %s\n", samples);
+            return 1;
+        }
+    }
+    free(p.latency);
     printf("{\"role\": \"%s\", \"count\": %ld, \"t_first\": %lld, \"t_last\": %lld, \"cpu_s\": %.6f}\n",
            argv[1], p.sender ? p.accepted : p.received, (long long)p.t_first, (long long)p.t_last, p.cpu_s);
     return p.t_last ? 0 : 1;

@@ -12,6 +12,8 @@ Wire format (RabbitMQ stream protocol, big-endian)::
 
     Publish      size u32 | key 2 u16 | version 1 u16 | publisher id u8 | count u32
                  then per message: publishing id u64 | length u32 | bytes
+    Publish v2   (stream filtering, RabbitMQ 3.13+) version 2, and per message:
+                 publishing id u64 | filter value (i16 length, -1 for none, UTF-8) | length u32 | bytes
     PublishConfirm  ... publisher id u8 | count u32 | publishing id u64 * count
 
 With ``amqp`` the bytes are an AMQP 1.0 message of one ``data`` section (descriptor
@@ -54,8 +56,13 @@ cdef class PublishFrame:
     cdef bint amqp
     cdef object on_first
     cdef object on_full
+    cdef tuple filter_table      # slot → filter value (bytes) or None; None: Publish v1, no filter values
+    cdef uint64_t n_slots
+    cdef uint64_t seq_step
+    cdef uint64_t filter_key
 
-    def __cinit__(self, int publisher_id, Py_ssize_t frame_max, bint amqp, on_first, on_full):
+    def __cinit__(self, int publisher_id, Py_ssize_t frame_max, bint amqp, on_first, on_full,
+                  tuple filter_table=None, uint64_t seq_step=0, uint64_t filter_key=0):
         if frame_max < HEADER + MESSAGE_HEADER + 8:
             raise ValueError(f"frame_max {frame_max} is too small for a Publish frame")
         if not 0 <= publisher_id <= 255:
@@ -70,6 +77,15 @@ cdef class PublishFrame:
         self.amqp = amqp
         self.on_first = on_first
         self.on_full = on_full
+        self.filter_table = filter_table
+        self.n_slots = len(filter_table) if filter_table is not None else 0
+        if filter_table is not None and self.n_slots == 0:
+            raise ValueError("filter_table: expected at least one slot")
+        for v in filter_table or ():
+            if v is not None and (not PyBytes_CheckExact(v) or PyBytes_GET_SIZE(v) > 32767):
+                raise ValueError("filter_table: expected bytes of at most 32767 bytes or None per slot")
+        self.seq_step = seq_step
+        self.filter_key = filter_key
 
     def __dealloc__(self):
         free(self.buf)
@@ -85,6 +101,13 @@ cdef class PublishFrame:
         cdef Py_ssize_t n, need
         cdef bint release = False
         cdef char* p
+        cdef object fv = None
+        cdef Py_ssize_t fn = 0
+        cdef Py_ssize_t extra = 0
+        if self.filter_table is not None:
+            fv = self.filter_table[(seq * self.seq_step + self.filter_key) % self.n_slots]
+            fn = PyBytes_GET_SIZE(fv) if fv is not None else 0
+            extra = 2 + fn
         if PyBytes_CheckExact(payload):
             data = PyBytes_AS_STRING(payload)
             n = PyBytes_GET_SIZE(payload)
@@ -94,13 +117,22 @@ cdef class PublishFrame:
             data = <const char*>view.buf
             n = view.len
         try:
-            need = MESSAGE_HEADER + n + ((5 if n < 256 else 8) if self.amqp else 0)
+            need = MESSAGE_HEADER + extra + n + ((5 if n < 256 else 8) if self.amqp else 0)
             if self.length + need > self.capacity:
                 self.on_full(need)
                 if self.length + need > self.capacity:
                     raise OverflowError(f"a message of {need} bytes does not fit a frame of {self.capacity}")
             p = self.buf + self.length
             put_be64(p, seq)
+            if extra:
+                if fv is None:
+                    p[8] = <char>0xff
+                    p[9] = <char>0xff
+                else:
+                    p[8] = <char>((fn >> 8) & 0xff)
+                    p[9] = <char>(fn & 0xff)
+                    memcpy(p + 10, PyBytes_AS_STRING(fv), fn)
+                p += extra
             if self.amqp:
                 if n < 256:
                     put_be32(p + 8, <uint32_t>(n + 5))
@@ -139,7 +171,7 @@ cdef class PublishFrame:
         self.buf[4] = 0
         self.buf[5] = 2          # key: Publish
         self.buf[6] = 0
-        self.buf[7] = 1          # version 1
+        self.buf[7] = 2 if self.filter_table is not None else 1    # version 2 carries filter values
         self.buf[8] = <char>self.publisher_id
         put_be32(self.buf + 9, self._count)
         out = PyBytes_FromStringAndSize(self.buf, self.length)

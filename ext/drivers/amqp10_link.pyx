@@ -23,7 +23,8 @@ No Python frame runs per message: the runtime's sink and tap are C types too.
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport free, realloc
 from libc.string cimport memcmp, memcpy
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from posix.unistd cimport write
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_GET_SIZE, PyByteArray_Resize
 from cpython.bytes cimport PyBytes_FromStringAndSize
 
@@ -59,6 +60,9 @@ cdef inline uint8_t* grow(bytearray out, Py_ssize_t n) except NULL:
 cdef inline void put_uint(uint8_t* p, uint32_t v) noexcept nogil:
     p[0] = 0x70
     put_be32(p + 1, v)
+
+
+cdef class LatencyTap                 # reader.pxi; Receiver._deliver feeds it without a Python call
 
 
 include "amqp10_link/decode.pxi"      # fields, header, data section (skip_value: ext/include/amqp10_values.pxd)

@@ -84,9 +84,15 @@ def show(args: argparse.Namespace) -> int:
     print(f"{workload}: {args.metric} per night (from each night's reduce, steps numbered from 1)")
     print(f"{'night':<11} {'run':<36} {'cluster':<12} {'step':>4} {args.metric:>16}  commit / broker / rbench")
     series: dict[str, tuple[list[str], list[float]]] = {}
+    brokers: dict[tuple[str, int], str] = {}          # the last broker version seen per series
     for r in rows:
         v = r.get(args.metric)
         meta = " / ".join(str(r.get(k) or "–") for k in ("commit", "broker_version", "rbench_version"))
+        key, broker = (r["cluster"], r["step"]), r.get("broker_version")
+        if broker and brokers.get(key, broker) != broker:
+            meta += f"  (broker changed {brokers[key]} → {broker})"
+        if broker:
+            brokers[key] = broker
         print(f"{str(r['night']):<11} {r['run_id']:<36} {r['cluster']:<12} {shown_step(r['step']):>4} "
               f"{fmt(v, args.metric):>16}  {meta}")
         if v is not None:

@@ -44,6 +44,19 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
                         help="push the run's final metrics to this Prometheus Pushgateway (job rbench, grouped by run_id)")
     parser.add_argument("--metrics-linger", default="0s", metavar="DURATION",
                         help="keep the run's /metrics up this long after the run, for a last scrape (default 0s)")
+    parser.add_argument("--metrics-bind", default="0.0.0.0", metavar="ADDR",
+                        help="address the run's /metrics and every task's /metrics listen on (default 0.0.0.0: any; "
+                             "127.0.0.1 keeps them to the host they run on)")
+    parser.add_argument("--metrics-user", default=None, metavar="NAME",
+                        help="HTTP basic auth on the run's and every task's /metrics: this user, the password from the "
+                             "environment variable RBENCH_METRICS_PASSWORD (never a flag)")
+    parser.add_argument("--metrics-tls-cert", default=None, metavar="FILE",
+                        help="serve the run's /metrics over HTTPS with this PEM certificate (with --metrics-tls-key)")
+    parser.add_argument("--metrics-tls-key", default=None, metavar="FILE", help="the private key of --metrics-tls-cert")
+    parser.add_argument("--control-tls-cert", default=None, metavar="FILE",
+                        help="run the control channel (tasks ⇄ coordinator) over TLS with this PEM certificate, "
+                             "pinned in the task plans (self-signed is fine; with --control-tls-key)")
+    parser.add_argument("--control-tls-key", default=None, metavar="FILE", help="the private key of --control-tls-cert")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -14,9 +14,10 @@ from typing import Any
 HELP = "Routing scalability sweep: time queue create/delete and routing over queues × bindings, log-log plots and slopes."
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_sweep_options(parser: argparse.ArgumentParser | argparse._ArgumentGroup) -> None:
+    """The sweep's shape (ScalabilityTest's flags and rbench's own), every default None so that the workload file,
+    then SweepSpec, fills what is not given: `rbench scalability` and `rbench compare --scalability` take them."""
     a = parser.add_argument
-    a("workload", nargs="?", default=None, help="optional workload file with `scenario: scalability` (flags win over it)")
     a("-b", "--base", type=int, default=None, help="base of the exponential sweep (default 2)")
     a("-x", type=int, default=None, dest="x", help="queue counts base^i for i < x (default 8)")
     a("-y", type=int, default=None, dest="y", help="bindings per queue base^j for j < y (default 6)")
@@ -25,12 +26,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("-f", "--label", default=None, help="name of this series in tables and plots (default the run id)")
     a("--exchange-type", choices=["direct", "topic", "fanout"], default=None, help="exchange type (default direct)")
     a("--repeat", type=int, default=None, metavar="N", help="run the whole sweep N times; plots show median and min–max")
-    a("--tasks", type=int, default=None, help="Spark tasks sharing each phase (default 1: the classic single client)")
     a("--queue-limit", type=int, default=None, help="refuse a sweep that would exceed this many queues (default 100000)")
+    a("--name-prefix", default=None, help="prefix of every name the sweep declares; a run token follows (default rbench-scal-)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    a = parser.add_argument
+    a("workload", nargs="?", default=None, help="optional workload file with `scenario: scalability` (flags win over it)")
+    add_sweep_options(parser)
+    a("--tasks", type=int, default=None, help="Spark tasks sharing each phase (default 1: the classic single client)")
     a("--uri", default=None, help="broker (default amqp://guest:guest@127.0.0.1:5672/)")
     a("--prometheus", default=None, metavar="URL",
-      help="the broker's Prometheus plugin, for the routed counter and the memory alarm (default http://HOST:15692)")
-    a("--name-prefix", default=None, help="prefix of every name the sweep declares; a run token follows (default rbench-scal-)")
+      help="the broker's Prometheus plugin, for the routed counter and the memory alarm (default http://HOST:15692, "
+           "checked before the sweep to answer for the --uri broker; RabbitMQ 4.0 here: http://127.0.0.1:15780)")
     a("--out", default="results", help="results root; the sweep goes to OUT/<run_id>/ (default results)")
     a("--master", default=None, help="Spark master (default local[*], or what spark-submit set)")
     a("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark configuration")
@@ -51,6 +59,7 @@ def spec_from_args(args: argparse.Namespace) -> Any:
 
 def run(args: argparse.Namespace) -> int:
     from rbench.coordinator.options import default_master, spark_conf
+    from rbench.scenarios.scalability.broker_check import checked_spec
     from rbench.scenarios.scalability.output import slopes_markdown, summary, table_markdown
     from rbench.scenarios.scalability.plan import validate
     from rbench.scenarios.scalability.sweep import Sweep, spark_submitter
@@ -59,12 +68,12 @@ def run(args: argparse.Namespace) -> int:
     spec = spec_from_args(args)
     validate(spec)                                  # a bad flag fails before a JVM starts
     conf = spark_conf(args.conf)
-    _probe(spec.uri)
+    spec = checked_spec(spec, probe(spec.uri))     # a --prometheus (or its guess) of another broker: one line
     session = local_session(args.master or default_master(), app_name="rbench-scalability", conf=conf)
     submit, cancel = spark_submitter(session, spec.tasks)
     echo = (lambda _line: None) if args.quiet else (lambda line: print(line, flush=True))
     sweep = Sweep(spec, submit, args.out, echo=echo, cancel=cancel)
-    result = _with_sigterm_as_interrupt(sweep.run)
+    result = with_sigterm_as_interrupt(sweep.run)
     levels = summary(result.rows)
     if levels:
         print("\n" + table_markdown(levels) + "\n\n" + slopes_markdown(levels))
@@ -74,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     return 0 if result.status in ("complete", "memory-alarm") else 3
 
 
-def _with_sigterm_as_interrupt(fn: Any) -> Any:
+def with_sigterm_as_interrupt(fn: Any) -> Any:
     """SIGTERM (a scheduler stopping the job) cleans up as Ctrl-C does, instead of leaving queues behind."""
     import signal
     import threading
@@ -92,16 +101,20 @@ def _with_sigterm_as_interrupt(fn: Any) -> Any:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _probe(uri: str) -> None:
-    """Fail in seconds when the broker does not answer, before Spark starts."""
+def probe(uri: str) -> Any:
+    """Fail in seconds when the broker does not answer, before Spark starts; who answered (BrokerIdentity)."""
     import asyncio
 
     from rbench.config.types import ClusterTarget
+    from rbench.coordinator.broker_identity import from_server_properties
     from rbench.drivers.amqp091 import Amqp091Driver
 
-    async def probe() -> None:
+    async def probe() -> Any:
         driver = Amqp091Driver()
         await driver.open(ClusterTarget("scalability", (uri,)))
-        await driver.aclose()
+        try:
+            return from_server_properties(driver.server_properties)
+        finally:
+            await driver.aclose()
 
-    asyncio.run(probe())
+    return asyncio.run(probe())

@@ -29,6 +29,16 @@ def _positive(text: str) -> int:
     return value
 
 
+def _rate(text: str) -> float:
+    try:
+        value = float(text.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a rate in msg/s (a positive number), got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"expected a rate in msg/s (a positive number), got {text!r}")
+    return value
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     a = parser.add_argument
     a("--uri", default=DEFAULT_URI,
@@ -41,6 +51,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     a("--batch", type=_positive, default=1_000_000, metavar="M",
       help="messages in the batch variant (default 1000000)")
     a("--batch-size", type=_positive, default=100, help="messages per confirmed batch (default 100)")
+    a("--rate", type=_rate, default=None, metavar="MSG/S",
+      help="cap each round's publishing rate: message n goes out no earlier than n / rate s into its round "
+           "(a batch at its first message's time); default none, as fast as confirms allow")
     a("--rounds", type=_positive, default=3, help="repetitions of each variant; the median is reported (default 3)")
     a("--variants", default="single,batch", help="comma-separated subset of single,batch (default both)")
     a("--format", dest="message_format", choices=["amqp", "binary"], default="amqp",
@@ -76,7 +89,7 @@ def run(args: argparse.Namespace) -> int:
                   f"{r.rate:>11,.0f} msg/s {r.cpu_us_per_msg:>7.2f} µs CPU/msg", flush=True)
 
     report = run_scenario(_target(args.uri), variants, args.rounds, args.message_format, args.stream,
-                          args.keep_stream, progress)
+                          args.keep_stream, progress, args.rate)
     print(report.table())
     if args.plot is not None:
         print(f"box plot: {box_plot(report, args.plot, f'rbench stream-publish ({args.message_format})')}")

@@ -15,7 +15,7 @@ from rbench.config.cluster import Fault
 from rbench.config.fields import WorkloadFields
 from rbench.config.uri import check_driver_options
 from rbench.errors import ConfigError
-from rbench.faults.terms import FAULT_STEPS, local_index
+from rbench.faults.terms import FAULT_STEPS, local_node
 
 
 def check_workload(w: WorkloadFields) -> None:
@@ -25,6 +25,7 @@ def check_workload(w: WorkloadFields) -> None:
         _check_faults(w)
     _check_driver(w)
     _check_clients(w)
+    _check_connections(w)
     problem = task_count_problem(w, w.tasks if isinstance(w.tasks, int) else w.most_tasks())
     if problem:
         raise ValueError(problem)
@@ -125,7 +126,8 @@ def _check_faults(w: WorkloadFields) -> None:
                         j = w.clusters.index(c)
                         raise ValueError(f"{where}.action: {f.action} needs clusters[{j}].fault_control.command.{verb} "
                                          f"(cluster {c.name}), which is not given")
-            key = (c.name, f"rabbit-{local_index(f.node)}" if c.fault_control.local else f.node)
+            local = local_node(f.node) if c.fault_control.local else None
+            key = (c.name, local.name if local is not None else f.node)
             start = f.at
             # a restart is an instant (a nanosecond here); without restart_after a node is down until the end
             stop = f.at + 1e-9 if f.action == "restart" else (f.at + f.restart_after if f.restart_after else float("inf"))
@@ -147,14 +149,17 @@ def _no_node(w: WorkloadFields, f: Fault) -> str:
             parts.append(f"cluster {c.name}: none, its URIs name other hosts and fault_control is local "
                          f"(give fault_control.command for a real cluster)")
         elif c.fault_control.local:
+            which = {"3": ", as its URIs' ports say", "4": ", RabbitMQ 4.0's, as its URIs' ports say"}.get(
+                c.local_layout() or "", "")
             parts.append(f"cluster {c.name}: {', '.join(c.fault_nodes())} (the local cluster's nodes up to "
-                         f"nodes: {c.nodes})")
+                         f"nodes: {c.nodes}{which})")
         else:
             parts.append(f"cluster {c.name}: {', '.join(c.fault_nodes())} (fault_control.nodes)")
     return f"expected a node of {'; '.join(parts)}, got {f.node}"
 
 
 _AMQP091 = ("amqp091",)
+_STREAM = ("stream",)
 # settings only some drivers honour: (field, the drivers that do, whether the workload uses it)
 _DRIVER_ONLY: tuple[tuple[str, tuple[str, ...], Callable[[WorkloadFields], bool]], ...] = (
     ("publisher.properties", _AMQP091, lambda w: bool(w.publisher.properties)),
@@ -169,6 +174,9 @@ _DRIVER_ONLY: tuple[tuple[str, tuple[str, ...], Callable[[WorkloadFields], bool]
     ("consumer.tx_size", _AMQP091, lambda w: w.consumer.tx_size > 0),
     ("consumer.exit_when: empty", _AMQP091, lambda w: w.consumer.exit_when == "empty"),
     ("consumer.pause", _AMQP091, lambda w: w.consumer.pause is not None),
+    ("publisher.filter", _STREAM, lambda w: w.publisher.filter is not None),
+    ("consumer.filter", _STREAM, lambda w: bool(w.consumer.filter)),
+    ("queues.super_stream", _STREAM, lambda w: w.queues.super_stream is not None),
 )
 
 
@@ -202,5 +210,38 @@ def _check_clients(w: WorkloadFields) -> None:
                          "queue; set queues.auto_delete: false")
     if c.pause is not None and c.auto_ack:
         raise ValueError("consumer.pause: auto_ack consumers cannot hold messages back; turn auto_ack off")
+    if c.match_unfiltered and not c.filter:
+        raise ValueError("consumer.match_unfiltered: only means something with consumer.filter; give the values to "
+                         "filter on")
     if w.variable_size and (p.json_body or p.body_files):
         raise ValueError("variable_size: file and JSON bodies have their own sizes; drop variable_size")
+
+
+# which driver honours which connection setting (docs/connections.md): the stream driver opens its own
+# connections (one per producer and per consumer, plus a locator), so only per_client describes it
+LAYOUT_DRIVERS = ("amqp091", "aiopika", "amqp10")
+IDLE_DRIVERS = ("amqp091",)
+
+
+def _check_connections(w: WorkloadFields) -> None:
+    """A connection layout the driver cannot open, or channel counts without per_client, are refused."""
+    driver = w.resolved_driver()
+    for name, value in (("producer_channels", w.producer_channels), ("consumer_channels", w.consumer_channels)):
+        if value > 1 and w.connections != "per_client":
+            raise ValueError(f"{name}: clients share a connection {value} at a time only with connections: per_client "
+                             f"(this workload has connections: {w.connections or 'per_task'})")
+    if driver not in LAYOUT_DRIVERS and w.connections not in (None, "per_client"):
+        raise ValueError(f"connections: the {driver} driver opens one connection per producer and per consumer "
+                         f"(per_client); {w.connections} is honoured by the {', '.join(LAYOUT_DRIVERS)} drivers only")
+    if driver not in LAYOUT_DRIVERS and (w.producer_channels > 1 or w.consumer_channels > 1):
+        raise ValueError(f"producer_channels: the {driver} driver opens one connection per client; "
+                         f"honoured by the {', '.join(LAYOUT_DRIVERS)} drivers only")
+    if w.idle_connections and driver not in IDLE_DRIVERS:
+        raise ValueError(f"idle_connections: honoured by the {' and '.join(IDLE_DRIVERS)} driver only "
+                         f"(this workload uses {driver})")
+    churned = [s for s in w.steps() if w.step_churn(s) is not None]
+    if churned and driver not in IDLE_DRIVERS:
+        raise ValueError(f"churn: honoured by the {' and '.join(IDLE_DRIVERS)} driver only (this workload uses {driver})")
+    if w.connect_rate is not None and driver not in LAYOUT_DRIVERS:
+        raise ValueError(f"connect_rate: honoured by the {', '.join(LAYOUT_DRIVERS)} drivers only "
+                         f"(this workload uses {driver})")

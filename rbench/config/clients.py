@@ -9,6 +9,28 @@ from rbench.config.base import MAX_COUNT, MAX_PREFETCH, StrictModel
 from rbench.config.durations import Seconds
 
 
+class StreamFilterValues(StrictModel):
+    """Stream filtering (RabbitMQ 3.13+): the filter value each message is published with (docs/streams.md)."""
+
+    values: list[str] = Field(min_length=1, max_length=64, description="The filter values messages carry, e.g. [eu, us, asia].")
+    weights: list[float] | None = Field(default=None, description="Each value's share of the messages (same length as values); null = equal shares.")
+    unfiltered: float = Field(default=0.0, ge=0.0, lt=1.0, description="Share of the messages published with no filter value.")
+
+    @model_validator(mode="after")
+    def _shares(self) -> StreamFilterValues:
+        for v in self.values:
+            if not v or len(v.encode()) > 255:
+                raise ValueError(f"values: expected non-empty values of at most 255 bytes, got {v!r}")
+        if len(set(self.values)) != len(self.values):
+            raise ValueError("values: expected each value once")
+        if self.weights is not None:
+            if len(self.weights) != len(self.values):
+                raise ValueError(f"weights: expected {len(self.values)} weights (one per value), got {len(self.weights)}")
+            if any(w < 0 for w in self.weights) or sum(self.weights) <= 0:
+                raise ValueError("weights: expected weights >= 0 with a positive sum")
+        return self
+
+
 class Publisher(StrictModel):
     confirm: bool = Field(default=False, description="Publisher confirms (PerfTest -c enables them).")
     confirm_window: int = Field(default=0, ge=0, description="Max unconfirmed messages per producer; 0 = unbounded.")
@@ -27,6 +49,7 @@ class Publisher(StrictModel):
     json_body: bool = Field(default=False, description="Random JSON documents of `size` bytes as bodies; the first 24 bytes carry the stamp (PerfTest --json-body).")
     json_body_fields: int = Field(default=1000, ge=1, le=MAX_COUNT, description="Distinct random fields the JSON bodies are built from (PerfTest -bfc).")
     json_bodies: int = Field(default=100, ge=1, le=MAX_COUNT, description="Distinct JSON bodies, used in turn (PerfTest -bc).")
+    filter: StreamFilterValues | None = Field(default=None, description="Streams: publish each message with a filter value (RabbitMQ 3.13+).")
 
 
 class Schedule(StrictModel):
@@ -65,6 +88,8 @@ class Consumer(StrictModel):
     message_count: int | None = Field(default=None, gt=0, description="Stop each consumer after this many messages (PerfTest -D).")
     offset: str = Field(default="first", description="Streams: first | last | next | offset:N | timestamp:MS.")
     single_active: bool = False
+    filter: list[str] = Field(default_factory=list, max_length=64, description="Streams: receive only messages with these filter values (RabbitMQ 3.13+); the broker filters per chunk, the consumer drops the rest.")
+    match_unfiltered: bool = Field(default=False, description="Streams, with filter: also receive messages published without a filter value.")
     rate: float | None = Field(default=None, gt=0, description="Max msg/s per consumer, paced like processing_delay (PerfTest -R); null = unlimited.")
     global_prefetch: int = Field(default=0, ge=0, le=MAX_PREFETCH, description="basic.qos with global=true on the consumer's channel (PerfTest -Q); 0 = none.")
     nack: bool = Field(default=False, description="Reject every message with basic.nack instead of acking it (PerfTest -na).")

@@ -8,10 +8,12 @@ from pydantic import Field, field_validator, model_validator
 
 from rbench.config.base import DEFAULT_MAX_MESSAGE_SIZE, StrictModel
 from rbench.config.durations import Seconds
+from rbench.config.observe import BrokerMetrics
 from rbench.config.uri import AMQP_SCHEMES, STREAM_SCHEMES, parse_uri
+from rbench.config.variants import load_variant
 from rbench.errors import ConfigError
 from rbench.faults.executor import template_refusal
-from rbench.faults.terms import FAULT_VERBS, is_loopback_host, local_index, local_node_names
+from rbench.faults.terms import FAULT_VERBS, LOCAL_LAYOUTS, is_loopback_host, layout_of_ports, local_node, local_node_names
 
 FaultAction = Literal["kill", "stop", "pause", "restart"]         # rbench.faults.terms.FAULT_ACTIONS
 _NODE_NAME = r"^[A-Za-z0-9_.@:-]+$"
@@ -113,24 +115,52 @@ class Cluster(StrictModel):
                                               "4.x 16 MiB, at most 512 MiB); bodies larger than this are refused at validation.")
     fault_control: FaultControl = Field(
         default_factory=FaultControl, description="How the workload's faults act on this cluster: local (the nodes "
-                                                  "rabbit-1 … rabbit-<nodes> of scripts/cluster.sh on this machine) or "
-                                                  "command templates for a real cluster (docs/faults.md).")
+                                                  "rabbit-1 … rabbit-<nodes> of scripts/cluster.sh on this machine, rabbit4-1 … on its "
+                                                  "RabbitMQ 4.0 cluster) or command templates for a real cluster (docs/faults.md).")
+    broker_metrics: BrokerMetrics | None = Field(
+        default=None, description="This cluster's broker sampling, in place of the workload's broker_metrics: for "
+                                  "brokers whose endpoints differ (RabbitMQ 4.0 on 15680/15780 beside 3.10; docs/broker.md).")
+    variant: str | None = Field(
+        default=None, description="The broker variant this cluster's URIs reach (conf/variants/NAME.*, started by "
+                                  "scripts/variant.sh start NAME): its settings are recorded in run.json "
+                                  "clusters[].variant and shown beside the broker (docs/brokers.md).")
 
     def fault_nodes(self) -> tuple[str, ...]:
         """The node names a fault may give for this cluster (empty: faults cannot reach it)."""
         if self.fault_control.local:
-            return local_node_names(self.nodes) if self.local_uris() else ()
+            if not self.local_uris():
+                return ()
+            layout = self.local_layout()
+            layouts = [layout] if layout is not None else list(LOCAL_LAYOUTS)
+            return tuple(n for lay in layouts for n in local_node_names(self.nodes, lay))
         return tuple(self.fault_control.node_vars())
 
     def local_uris(self) -> bool:
         """Every URI names this machine: the local fault executor may act for this cluster."""
         return all(is_loopback_host(parse_uri(u, AMQP_SCHEMES).host) for u in self.uris)
 
+    def local_layout(self) -> str | None:
+        """Which of cluster.sh's local clusters the URIs' ports name: "3" (rabbit-i, 5701…) or "4"
+        (rabbit4-i, 5721…); None when they name neither (then a fault's node name alone says which)."""
+        return layout_of_ports([parse_uri(u, AMQP_SCHEMES).port for u in self.uris])
+
     def has_node(self, node: str) -> bool:
         if self.fault_control.local:
-            i = local_index(node)
-            return i is not None and i <= self.nodes and self.local_uris()
+            found = local_node(node)
+            return (found is not None and found.index <= self.nodes and self.local_uris()
+                    and self.local_layout() in (None, found.layout))
         return node in self.fault_control.node_vars()
+
+    @field_validator("variant")
+    @classmethod
+    def _variant_exists(cls, name: str | None) -> str | None:
+        """A variant with no files is refused at load, before any load is sent (rbench.config.variants)."""
+        if name is not None:
+            try:
+                load_variant(name)
+            except ConfigError as exc:
+                raise ValueError(str(exc).removeprefix("variant: ")) from None
+        return name
 
     @field_validator("uris", "stream_uris")
     @classmethod

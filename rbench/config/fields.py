@@ -12,10 +12,12 @@ from pydantic import Field, field_validator, model_validator
 from rbench.config.base import MAX_COUNT, MAX_PORT, StrictModel
 from rbench.config.clients import Consumer, Publisher, Schedule
 from rbench.config.cluster import Cluster, Fault
+from rbench.config.connections import MAX_CONNECTIONS_PER_TASK, Churn, Connections, ConnectRate, layout
 from rbench.config.durations import Seconds
 from rbench.config.observe import BrokerMetrics, Progress, Regress
 from rbench.config.rates import RateSearch, RateStep, SizeStep
 from rbench.config.topology import Exchange, Queues
+from rbench.config.types import ChurnSpec, ConnectionLayout
 
 
 class WorkloadFields(StrictModel):
@@ -54,6 +56,21 @@ class WorkloadFields(StrictModel):
     startup_timeout: Seconds = Field(default=0.0, description="Keep retrying a broker that refuses connections this long before failing (PerfTest --servers-startup-timeout).")
     reconnect_timeout: Seconds = Field(default=60.0, ge=0, description="When a task's broker connection is lost mid-run, reconnect (next URI first) "
                                                                   "for up to this long before failing the task; 0 = fail at once (docs/drivers.md).")
+    connections: Connections | None = Field(
+        default=None, description="AMQP connections per task: per_task (one, every client a channel on it; the default "
+                                  "of workload files), per_client (one per producer and per consumer, as PerfTest; "
+                                  "the default of `rbench perftest`) or N (clients round-robin over N); "
+                                  "docs/connections.md.")
+    producer_channels: int = Field(default=1, ge=1, le=MAX_COUNT, description="With connections: per_client, this many "
+                                   "consecutive producers of a task share one connection (PerfTest -X).")
+    consumer_channels: int = Field(default=1, ge=1, le=MAX_COUNT, description="With connections: per_client, this many "
+                                   "consecutive consumers of a task share one connection (PerfTest -Y).")
+    idle_connections: int = Field(default=0, ge=0, le=MAX_CONNECTIONS_PER_TASK, description="Per task: connections "
+                                  "that open a channel, heartbeat and send nothing (the memory test).")
+    connect_rate: ConnectRate | None = Field(default=None, gt=0, description="Pace every connection a task opens "
+                                             "(clients', idle, reconnects) at R/s, e.g. 50/s; null = as fast as they open.")
+    churn: Churn | None = Field(default=None, description="Per task: connections opened and closed at R/s while the "
+                                "load runs, in every step that does not set its own (docs/connections.md, \"Churn\").")
     progress: Progress = Field(default_factory=Progress)
     broker_metrics: BrokerMetrics = Field(default_factory=BrokerMetrics)
     faults: list[Fault] = Field(default_factory=list, max_length=100,
@@ -76,6 +93,10 @@ class WorkloadFields(StrictModel):
                                  f"({self.consumers_per_queue} x {total // self.consumers_per_queue} queues = {total}); give one")
             object.__setattr__(self, "consumers", total)     # frozen model: set once, while validating
         return self
+
+    def broker_metrics_of(self, cluster: Cluster) -> BrokerMetrics:
+        """How ``cluster``'s broker is sampled: its own broker_metrics, else the workload's."""
+        return cluster.broker_metrics if cluster.broker_metrics is not None else self.broker_metrics
 
     def run_length(self) -> float:
         """Seconds from t0 to the planned end of the load (the last step's end)."""
@@ -107,12 +128,22 @@ class WorkloadFields(StrictModel):
             while elapsed < self.duration - 1e-9:
                 base = self.variable_rate[i % len(self.variable_rate)]
                 length = min(base.duration, self.duration - elapsed)
-                steps.append(RateStep(rate=base.rate, duration=length))
+                steps.append(RateStep(rate=base.rate, duration=length, churn=base.churn))
                 elapsed += length
                 i += 1
             return steps
         # message-count runs without a duration get one open-ended step (see plan.UNBOUNDED_S)
         return [RateStep(rate=self.rate, duration=self.duration or 365 * 86400.0)]
+
+    def step_churn(self, step: RateStep) -> ChurnSpec | None:
+        """The churn a step runs: its own when it sets one, else the workload's (None: no churn)."""
+        churn = step.churn if step.churn is not None else self.churn
+        return None if churn is None else churn.spec()
+
+    def connection_layout(self) -> ConnectionLayout:
+        """The connection fields as the plan hands them to each task."""
+        return layout(self.connections, self.producer_channels, self.consumer_channels, self.idle_connections,
+                      self.connect_rate)
 
     def resolved_driver(self) -> str:
         if self.driver is not None:

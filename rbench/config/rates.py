@@ -4,6 +4,7 @@ from __future__ import annotations
 from pydantic import Field, field_validator, model_validator
 
 from rbench.config.base import StrictModel
+from rbench.config.connections import Churn
 from rbench.config.durations import Seconds
 
 
@@ -12,6 +13,8 @@ class RateStep(StrictModel):
 
     rate: float | None = Field(description="msg/s per producer; null for unlimited.")
     duration: Seconds = Field(gt=0)
+    churn: Churn | None = Field(default=None, description="Connections each task opens and closes during this "
+                                "step; overrides the workload's churn (rate: 0 = none in this step).")
 
     @field_validator("rate")
     @classmethod

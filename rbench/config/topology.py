@@ -1,6 +1,7 @@
 """Where messages go on the broker: the queues (type, naming, arguments) and the exchange."""
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Literal
 
 from pydantic import Field, model_validator
@@ -8,6 +9,15 @@ from pydantic import Field, model_validator
 from rbench.config.base import MAX_COUNT, StrictModel
 
 QueueType = Literal["classic", "quorum", "stream"]
+
+
+class SuperStream(StrictModel):
+    """A super stream (partitioned stream): the queue name is the super stream's, its partitions NAME-0 … NAME-(P-1)."""
+
+    partitions: int = Field(ge=1, le=256, description="Partition streams of the super stream.")
+    routing_keys: int = Field(default=1000, ge=1, le=MAX_COUNT,
+                              description="Message n of a producer has routing key str(n mod routing_keys); the key's "
+                                          "murmur3 hash picks its partition, as RabbitMQ's Java stream client does.")
 
 
 class Queues(StrictModel):
@@ -26,6 +36,7 @@ class Queues(StrictModel):
     keep: bool = Field(default=False, description="Leave the queues (streams) this run created on the broker; by default "
                                                    "they are deleted after the run (queues that existed before are never deleted).")
     bind: bool = Field(default=True, description="Bind each queue to the exchange with its routing key (PerfTest -sb turns it off).")
+    super_stream: SuperStream | None = Field(default=None, description="Streams: the queue is a super stream of this many partitions (docs/streams.md).")
     arguments: dict[str, Any] = Field(default_factory=dict,
                                       description="Extra x-arguments, e.g. x-quorum-initial-group-size, x-max-in-memory-length.")
 
@@ -43,6 +54,8 @@ class Queues(StrictModel):
                                  f"got {self.to - self.from_ + 1}")
         if self.type != "classic" and (not self.durable or self.auto_delete or self.exclusive):
             raise ValueError(f"durable: {self.type} queues are always durable, never auto-delete or exclusive")
+        if self.super_stream is not None and (self.type != "stream" or self.pattern is not None):
+            raise ValueError("super_stream: needs type: stream and one queue name (the super stream's), not a pattern")
         if "x-queue-type" in self.arguments and self.arguments["x-queue-type"] != self.type:
             raise ValueError("arguments.x-queue-type: conflicts with type; set type instead")
         return self
@@ -56,11 +69,23 @@ class Queues(StrictModel):
             return [self.pattern.replace("%d", str(i)) for i in range(self.from_, self.to + 1)]
         return [self.name or f"rbench-{workload_name}"]
 
+    def partitions(self, name: str) -> tuple[str, ...]:
+        """The partition streams of super stream ``name`` (none for a plain queue), in partition order."""
+        if self.super_stream is None:
+            return ()
+        return tuple(f"{name}-{i}" for i in range(self.super_stream.partitions))
+
     def broker_arguments(self) -> dict[str, Any]:
         args = dict(self.arguments)
         if self.type != "classic":
             args["x-queue-type"] = self.type
         return args
+
+
+def client_queue(names: Sequence[str], client: int) -> str:
+    """The queue producer or consumer ``client`` uses: client i takes queue i mod Q, as PerfTest spreads them.
+    rbench.plan places the clients by it; the reduce reads by it which consumers read a stream."""
+    return names[client % len(names)]
 
 
 class Exchange(StrictModel):

@@ -7,11 +7,15 @@ second (``broker_metrics.interval``):
 * management (HTTP API, 15672): per node memory, alarms, file descriptors, sockets, Erlang
   processes, disk free, I/O counters; per queue of the workload ready / unacked and rates;
 * prometheus (15692, every node the cluster's URIs name): resident memory, the Erlang runtime's CPU
-  seconds, bytes in and out of the VM, I/O counters, alarms;
+  seconds, bytes in and out of the VM, I/O counters, alarms, messages dropped or returned as unroutable;
 * proc: the beam process's CPU seconds and RSS from /proc, when the broker runs on this host;
 * amqp: each workload queue's ready count by a passive queue.declare -- exact at every sample,
   whereas the management and Prometheus queue figures are only as fresh as the broker's statistics
-  interval (5 s by default).
+  interval (5 s by default);
+* management memory breakdown (/api/nodes/NAME/memory), only when the run opens idle connections: what
+  each node's connection processes hold (readers, writers, channels, other). The broker walks every
+  Erlang process to answer (about 2 s with 8,000 connections on 3.10, 10 to 30 s or more at 10,000 on a loaded host), so it is one request at a time
+  beside the per-second samples, stamped with the time of the sample that started it.
 
 Samples go to broker/<cluster>/ Parquet (rbench.samples.broker). A source that does not answer at
 the first sample costs one warning line for the cluster and is left out; the run goes on.
@@ -19,11 +23,9 @@ the first sample costs one warning line for the cluster and is left out; the run
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import json
 import os
-import socket
 import threading
 import time
 import urllib.error
@@ -34,13 +36,14 @@ from typing import Any, TextIO
 
 from rbench.config.model import BrokerMetrics
 from rbench.config.types import ClusterTarget
+from rbench.coordinator.broker_endpoints import authorization, is_local, listening_pid, sampled_endpoints
 from rbench.samples import broker as bs
 from rbench.samples.record import BrokerMetricsRecord
 
 HTTP_TIMEOUT_S = 5.0            # a busy broker (or a loaded coordinator) answers slowly: a gap, not an error
 FIRST_TIMEOUT_S = 10.0          # the first sample decides whether a source is reachable at all
 FLUSH_EVERY_S = 60.0
-_LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1"}
+BREAKDOWN_TIMEOUT_S = 60.0      # /api/nodes/NAME/memory walks every process: 10-30 s at 10,000 connections on a loaded host
 
 # management /api/nodes field → metric (counters end in _total)
 _NODE_FIELDS = {
@@ -69,7 +72,12 @@ _PROM_FIELDS = {
     "rabbitmq_queue_messages_unacked": ("messages_unacked_all_queues", 1.0),
     "rabbitmq_connection_incoming_bytes_total": ("connections_received_bytes_total", 1.0),
     "rabbitmq_connection_outgoing_bytes_total": ("connections_sent_bytes_total", 1.0),
+    # one sample per protocol label (amqp091, amqp10, stream …): summed into one figure per node
+    "rabbitmq_global_messages_unroutable_dropped_total": (bs.UNROUTABLE_DROPPED, 1.0),
+    "rabbitmq_global_messages_unroutable_returned_total": (bs.UNROUTABLE_RETURNED, 1.0),
 }
+# (not from the management API: its overview's drop_unroutable is per-exchange statistics, counted only with
+# collect_statistics = fine -- 3.10 showed 0 beside Prometheus's 300 -- and 4.0's overview has no message_stats)
 
 
 def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
@@ -97,6 +105,26 @@ def parse_prometheus(text: str) -> list[tuple[str, dict[str, str], float]]:
     return out
 
 
+def prometheus_figures(samples: list[tuple[str, dict[str, str], float]],
+                       queues: list[str]) -> dict[tuple[str, str | None], float]:
+    """(metric, queue) → value of one node's scrape, for the metrics of _PROM_FIELDS: per-queue samples of the
+    workload's queues only (when per-object metrics are on), and samples that differ by other labels (the
+    unroutable counters' ``protocol``) summed into one figure."""
+    out: dict[tuple[str, str | None], float] = {}
+    for name, labels, value in samples:
+        hit = _PROM_FIELDS.get(name)
+        if hit is None:
+            continue
+        metric, scale = hit
+        queue = labels.get("queue")
+        if queue is not None:
+            if queue not in queues:
+                continue
+            metric = metric.replace("_all_queues", "")
+        out[(metric, queue)] = out.get((metric, queue), 0.0) + value * scale
+    return out
+
+
 def _split_labels(body: str) -> list[str]:
     items: list[str] = []
     cur: list[str] = []
@@ -114,18 +142,14 @@ def _split_labels(body: str) -> list[str]:
     return [i for i in items if i.strip()]
 
 
-def _is_local(host: str) -> bool:
-    if host in _LOCAL_HOSTS or host == socket.gethostname():
-        return True
-    with contextlib.suppress(OSError):
-        return socket.gethostbyname(host).startswith("127.")
-    return False
-
-
-def find_beam(pid_hint: int | None = None) -> int | None:
-    """The local broker's beam process: the pid the management API reports, else the only RabbitMQ beam."""
+def find_beam(pid_hint: int | None = None, port: int | None = None) -> int | None:
+    """The local broker's beam process: the pid the management API reports, else the one listening on the load's
+    ``port`` (two brokers on one host: 3.10 and 4.0 here), else the only RabbitMQ beam."""
     if pid_hint and _comm(pid_hint).startswith("beam"):
         return pid_hint
+    listening = listening_pid(port) if port else None
+    if listening is not None and _comm(listening).startswith("beam"):
+        return listening
     found = []
     for entry in os.listdir("/proc"):
         if entry.isdigit() and _comm(int(entry)).startswith("beam"):
@@ -152,33 +176,11 @@ def proc_cpu_rss(pid: int) -> tuple[float, float]:
     return cpu, float(rss)
 
 
-def sampled_endpoints(uris: tuple[str, ...] | list[str], cfg: BrokerMetrics) -> tuple[list[str], list[str]]:
-    """(management API bases, Prometheus URLs) the sampler reads for a cluster: the workload's lists, else each
-    AMQP URI host at the configured ports (a guess that rbench.coordinator.broker_identity checks before a run)."""
-    from rbench.drivers.amqp091_connect import AmqpUri
-
-    hosts = list(dict.fromkeys(AmqpUri(u).host for u in uris))
-    # one node per Prometheus endpoint; nodes sharing a host on other ports are listed in the workload
-    management = [u.rstrip("/") for u in cfg.management_urls] if cfg.management_urls else \
-        [f"{cfg.management_scheme}://{h}:{cfg.management_port}/api" for h in hosts]
-    prometheus = list(cfg.prometheus_urls) if cfg.prometheus_urls else \
-        [f"http://{h}:{cfg.prometheus_port}/metrics" for h in hosts]
-    return management, prometheus
-
-
-def authorization(uris: tuple[str, ...] | list[str]) -> str:
-    """The management API's Basic authorization: the first AMQP URI's user and password."""
-    from rbench.drivers.amqp091_connect import AmqpUri
-
-    first = AmqpUri(uris[0])
-    return "Basic " + base64.b64encode(f"{first.user}:{first.password}".encode()).decode()
-
-
 class BrokerSampler:
     """Samples one cluster's broker on a thread from start() to stop(); rows go to broker/<cluster>/."""
 
     def __init__(self, run_dir: Path, run_id: str, target: ClusterTarget, queues: list[str], cfg: BrokerMetrics,
-                 out: TextIO | None) -> None:
+                 out: TextIO | None, memory_breakdown: bool = False) -> None:
         from rbench.drivers.amqp091_connect import AmqpUri
 
         self.run_dir, self.run_id, self.target, self.cfg, self.out = run_dir, run_id, target, cfg, out
@@ -193,7 +195,8 @@ class BrokerSampler:
         if cfg.source in ("prometheus", "both"):
             self.sources.append("prometheus")
         self.sources.append("amqp")
-        self.local = _is_local(first.host)
+        self.local = is_local(first.host)
+        self.port = first.port
         self.pid: int | None = None
         self.unreachable: dict[str, str] = {}
         self.samples = 0
@@ -205,6 +208,9 @@ class BrokerSampler:
         self._latest_depth: tuple[int, int] | None = None      # (t_ns, ready + unacked over the workload's queues)
         self._driver: Any = None
         self._timeout = FIRST_TIMEOUT_S
+        self.memory_breakdown = memory_breakdown
+        self._nodes_at: tuple[str, list[str]] | None = None     # (management base that answered, its nodes' names)
+        self._breakdown: asyncio.Task[list[dict[str, Any]]] | None = None
 
     # ---- the public face -------------------------------------------------------------------
     def start(self) -> BrokerSampler:
@@ -260,6 +266,12 @@ class BrokerSampler:
                     next_at = time.monotonic()
                     delay = 0
                 await asyncio.to_thread(self._stop.wait, delay)
+            if not first:              # one more at stop: the counters' rise covers the stage's last second too
+                await self._sample(False)
+            if self._breakdown is not None:
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(asyncio.shield(self._breakdown), 2 * HTTP_TIMEOUT_S)   # not a minute at stop
+                self._rows += self._collect_breakdown()
         finally:
             if self._driver is not None:
                 with contextlib.suppress(Exception):
@@ -294,6 +306,10 @@ class BrokerSampler:
                     self.errors += 1
         if self.local:
             rows += self._proc(t_ns)
+        if self.memory_breakdown:
+            rows += self._collect_breakdown()
+            if self._breakdown is None and self._nodes_at is not None:
+                self._breakdown = asyncio.create_task(asyncio.to_thread(self._memory_breakdown, t_ns, *self._nodes_at))
         if depth:
             self._latest_depth = (t_ns, int(sum(depth.values())))
         if rows:
@@ -318,9 +334,9 @@ class BrokerSampler:
         return {"run_id": self.run_id, "cluster": self.target.name, "t_ns": t_ns, "source": source, "node": node,
                 "queue": queue, "metric": metric, "value": float(value)}
 
-    def _get(self, url: str, auth: bool) -> bytes:
+    def _get(self, url: str, auth: bool, timeout: float | None = None) -> bytes:
         req = urllib.request.Request(url, headers={"Authorization": self._auth} if auth else {})
-        with urllib.request.urlopen(req, timeout=self._timeout) as resp:
+        with urllib.request.urlopen(req, timeout=timeout or self._timeout) as resp:
             body: bytes = resp.read()
             return body
 
@@ -333,6 +349,7 @@ class BrokerSampler:
                 vhost = urllib.parse.quote(self.vhost, safe="")
                 cols = "name,messages_ready,messages_unacknowledged,message_stats"
                 queues = json.loads(self._get(f"{base}/queues/{vhost}?columns={cols}", auth=True))
+                self._nodes_at = (base, [str(n.get("name")) for n in nodes if n.get("name")])
                 break
             except Exception as exc:
                 last = exc
@@ -347,7 +364,7 @@ class BrokerSampler:
                     rows.append(self._row(t_ns, "management", metric, float(v), node=name))
             if self.local and self.pid is None and isinstance(n.get("os_pid"), (str, int)):
                 with contextlib.suppress(ValueError):
-                    self.pid = find_beam(int(n["os_pid"]))
+                    self.pid = find_beam(int(n["os_pid"]), self.port)
         wanted = set(self.queues)
         for q in queues:
             name = q.get("name")
@@ -370,6 +387,32 @@ class BrokerSampler:
                     depth[f"{r['queue']}/{r['metric']}"] = r["value"]
         return rows
 
+    def _collect_breakdown(self) -> list[dict[str, Any]]:
+        """The rows of the breakdown request when it has finished (then another may start), else []."""
+        task = self._breakdown
+        if task is None or not task.done():
+            return []
+        self._breakdown = None
+        if task.cancelled() or task.exception() is not None:
+            self.errors += 1
+            return []
+        return task.result()
+
+    def _memory_breakdown(self, t_ns: int, base: str, nodes: list[str]) -> list[dict[str, Any]]:
+        """Each node's connection memory by category (bs.CONNECTION_MEMORY), stamped ``t_ns``."""
+        rows = []
+        for node in nodes:
+            doc = json.loads(self._get(f"{base}/nodes/{urllib.parse.quote(node, safe='')}/memory", auth=True,
+                                       timeout=BREAKDOWN_TIMEOUT_S))
+            memory = doc.get("memory") if isinstance(doc, dict) else None
+            if not isinstance(memory, dict):
+                continue
+            for category, metric in zip(bs.CONNECTION_MEMORY_CATEGORIES, bs.CONNECTION_MEMORY):
+                v = memory.get(category)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    rows.append(self._row(t_ns, "management", metric, float(v), node=node))
+        return rows
+
     def _prometheus(self, t_ns: int) -> list[dict[str, Any]]:
         rows = []
         answered = 0
@@ -384,17 +427,8 @@ class BrokerSampler:
             samples = parse_prometheus(text)
             host = urllib.parse.urlsplit(url).netloc
             node = next((lab.get("rabbitmq_node", host) for name, lab, _ in samples if name == "rabbitmq_identity_info"), host)
-            for name, labels, value in samples:
-                hit = _PROM_FIELDS.get(name)
-                if hit is None:
-                    continue
-                metric, scale = hit
-                queue = labels.get("queue")
-                if queue is not None:        # per-object metrics are on: keep the workload's queues only
-                    if queue not in self.queues:
-                        continue
-                    metric = metric.replace("_all_queues", "")
-                rows.append(self._row(t_ns, "prometheus", metric, value * scale, node=node, queue=queue))
+            for (metric, queue), value in prometheus_figures(samples, self.queues).items():
+                rows.append(self._row(t_ns, "prometheus", metric, value, node=node, queue=queue))
         if not answered:
             assert last is not None
             raise last
@@ -423,7 +457,7 @@ class BrokerSampler:
 
     def _proc(self, t_ns: int) -> list[dict[str, Any]]:
         if self.pid is None:
-            self.pid = find_beam(None)
+            self.pid = find_beam(None, self.port)
             if self.pid is None:
                 return []
         try:

@@ -32,7 +32,7 @@ class Snapshot:
     def created(self, workload: Workload) -> dict[str, list[str]]:
         """Per cluster, the workload's queues the run will create: what it deletes afterwards (run.json
         ``queues_created``, which is also what a later run deletes if this one's coordinator dies)."""
-        return {c.name: [n for n in _queue_names(workload) if n not in self.existed.get(c.name, set())]
+        return {c.name: [n for n in declared_queues(workload) if n not in self.existed.get(c.name, set())]
                 for c in workload.clusters}
 
 
@@ -40,8 +40,19 @@ def _target(c: Cluster) -> ClusterTarget:
     return ClusterTarget(c.name, tuple(c.uris))
 
 
-def _queue_names(workload: Workload) -> list[str]:
-    return [] if workload.queues.predeclared else workload.queues.names(workload.name)
+def declared_queues(workload: Workload) -> list[str]:
+    """The queues the workload declares; a super stream's are its partition streams."""
+    if workload.queues.predeclared:
+        return []
+    names = workload.queues.names(workload.name)
+    return [p for n in names for p in workload.queues.partitions(n)] or names
+
+
+def super_stream_exchanges(workload: Workload, created: list[str]) -> list[str]:
+    """The exchange of a super stream whose partitions the run created: the super stream's own, deleted with them."""
+    if workload.queues.super_stream is None or not created:
+        return []
+    return workload.queues.names(workload.name)
 
 
 async def _exists(driver: object, name: str) -> bool:
@@ -65,7 +76,7 @@ async def _snapshot_one(workload: Workload, c: Cluster) -> set[str]:
     driver = Amqp091Driver()
     await driver.open(_target(c))
     try:
-        return {n for n in _queue_names(workload) if await _exists(driver, n)}
+        return {n for n in declared_queues(workload) if await _exists(driver, n)}
     finally:
         await driver.aclose()
 
@@ -80,21 +91,23 @@ def snapshot(workload: Workload) -> Snapshot | None:
     return snap
 
 
-async def _delete(c: Cluster, names: list[str]) -> None:
+async def _delete(c: Cluster, names: list[str], exchanges: list[str]) -> None:
     from rbench.drivers.amqp091 import Amqp091Driver
 
     driver = Amqp091Driver()
     await driver.open(_target(c))
     try:
         await driver.delete_queues(names)
+        for name in exchanges:
+            await driver.delete_exchange(name)
     finally:
         await driver.aclose()
 
 
-def delete_queues(c: Cluster, names: list[str]) -> None:
-    """Delete ``names`` on cluster ``c`` (a queue already gone is no error)."""
-    if names:
-        asyncio.run(_delete(c, names))
+def delete_queues(c: Cluster, names: list[str], exchanges: list[str] | None = None) -> None:
+    """Delete ``names`` on cluster ``c`` (a queue already gone is no error), then ``exchanges``."""
+    if names or exchanges:
+        asyncio.run(_delete(c, names, exchanges or []))
 
 
 def delete_created(workload: Workload, snap: Snapshot | None) -> dict[str, list[str]]:
@@ -106,7 +119,7 @@ def delete_created(workload: Workload, snap: Snapshot | None) -> dict[str, list[
     created = snap.created(workload)
     for c in workload.clusters:
         try:
-            delete_queues(c, created[c.name])
+            delete_queues(c, created[c.name], super_stream_exchanges(workload, created[c.name]))
             deleted[c.name] = created[c.name]
         except (RbenchError, OSError) as exc:
             print(f"rbench: cluster {c.name}: could not delete what the run declared ({exc}); "

@@ -19,7 +19,7 @@ from typing import TextIO
 
 from rbench.config.types import FaultPlan
 from rbench.faults.executor import ActionResult, FaultExecutor
-from rbench.faults.terms import FAULT_STEPS, local_index
+from rbench.faults.terms import FAULT_STEPS, local_node
 from rbench.samples.faults import FaultRecord
 
 POLL_S = 0.1
@@ -65,7 +65,8 @@ class FaultController:
         print(f"rbench: cluster {self.cluster}: {message}", file=self.out, flush=True)
 
     def _node_lock(self, node: str) -> threading.Lock:
-        key = f"rabbit-{local_index(node)}" if local_index(node) is not None else node
+        local = local_node(node)
+        key = local.name if local is not None else node
         with self._lock:
             return self._node_locks.setdefault(key, threading.Lock())
 

@@ -9,10 +9,81 @@ import argparse
 import dataclasses
 import os
 import socket
+import ssl
 from dataclasses import dataclass, field
 
 from rbench.config.model import Workload
+from rbench.config.types import MetricsAccess
 from rbench.errors import ConfigError
+
+METRICS_PASSWORD_ENV = "RBENCH_METRICS_PASSWORD"
+
+
+@dataclass(frozen=True)
+class Listening:
+    """Where the run's listeners bind and what TLS they serve (docs/cluster.md, "Security"; docs/metrics.md).
+
+    The control channel always binds spark.driver.host and always authenticates its peers; these add
+    TLS to it, and choose the address and TLS of the /metrics servers."""
+
+    metrics_bind: str = "0.0.0.0"            # the run's /metrics and every task's
+    metrics_tls_cert: str | None = None      # the run's /metrics over HTTPS (the coordinator's host)
+    metrics_tls_key: str | None = None
+    control_tls_cert: str | None = None      # the control channel over TLS, this certificate pinned in the task plans
+    control_tls_key: str | None = None
+    metrics_user: str | None = None          # basic auth on every /metrics; the password from METRICS_PASSWORD_ENV
+
+    def __post_init__(self) -> None:
+        for what in ("metrics", "control"):
+            cert, key = getattr(self, f"{what}_tls_cert"), getattr(self, f"{what}_tls_key")
+            if (cert is None) != (key is None):
+                given, missing = ("cert", "key") if key is None else ("key", "cert")
+                raise ConfigError(f"--{what}-tls-{missing}: expected with --{what}-tls-{given} (TLS needs both files)")
+
+    def control_tls(self) -> tuple[ssl.SSLContext, bytes] | None:
+        """The control channel's TLS context and the certificate's SHA-256 to pin; ConfigError naming a bad file."""
+        from rbench.live.control.tls import server_context
+
+        if self.control_tls_cert is None or self.control_tls_key is None:
+            return None
+        return server_context(self.control_tls_cert, self.control_tls_key)
+
+    def check(self) -> None:
+        """Every TLS file can be read and its key goes with its certificate: before any JVM starts."""
+        from rbench.live.control.tls import server_context
+
+        self.control_tls()
+        if self.metrics_tls_cert is not None and self.metrics_tls_key is not None:
+            server_context(self.metrics_tls_cert, self.metrics_tls_key, "--metrics-tls")
+        self.metrics_access()
+
+    def metrics_access(self) -> MetricsAccess:
+        """Who may read the run's and the tasks' /metrics: the bind address, the basic-auth user with the SHA-256
+        of the password in ``$RBENCH_METRICS_PASSWORD`` (never a flag: a flag shows in ps and shell history),
+        and the TLS certificate and key as PEM text for the executors."""
+        from rbench.live.metrics_http import password_digest
+
+        digest = None
+        if self.metrics_user is not None:
+            password = os.environ.get(METRICS_PASSWORD_ENV)
+            if not password:
+                raise ConfigError(f"--metrics-user: expected the password in the environment variable "
+                                  f"{METRICS_PASSWORD_ENV} (not on the command line)")
+            if not self.metrics_user or ":" in self.metrics_user:
+                raise ConfigError(f"--metrics-user: expected a user name without ':', got {self.metrics_user!r}")
+            digest = password_digest(password)
+        cert = key = None
+        if self.metrics_tls_cert is not None and self.metrics_tls_key is not None:
+            cert, key = _read(self.metrics_tls_cert, "--metrics-tls-cert"), _read(self.metrics_tls_key, "--metrics-tls-key")
+        return MetricsAccess(self.metrics_bind, self.metrics_user, digest, cert, key)
+
+
+def _read(path: str, flag: str) -> bytes:
+    try:
+        with open(path, "rb") as f:
+            return f.read()
+    except OSError as exc:
+        raise ConfigError(f"{flag}: cannot read {path} ({exc.strerror})") from None
 
 
 @dataclass(frozen=True)
@@ -31,6 +102,12 @@ class RunOptions:
     pushgateway: str | None = None
     metrics_linger: str = "0s"
     costs: str | None = None
+    metrics_bind: str = "0.0.0.0"
+    metrics_tls_cert: str | None = None
+    metrics_tls_key: str | None = None
+    control_tls_cert: str | None = None
+    control_tls_key: str | None = None
+    metrics_user: str | None = None
 
     @classmethod
     def from_args(cls, args: argparse.Namespace) -> RunOptions:
@@ -45,6 +122,11 @@ class RunOptions:
         if self.stage_attempts is not None:
             conf[STAGE_ATTEMPTS_KEY] = str(self.stage_attempts)
         return conf
+
+    def listening(self) -> Listening:
+        """The listeners' options; ConfigError when a TLS certificate comes without its key or the other way."""
+        return Listening(self.metrics_bind, self.metrics_tls_cert, self.metrics_tls_key, self.control_tls_cert,
+                         self.control_tls_key, self.metrics_user)
 
     def linger_s(self) -> float:
         """--metrics-linger in seconds; a bad duration is a ConfigError naming the flag."""
@@ -91,8 +173,23 @@ def check_ports(workload: Workload, options: RunOptions, master: str | None) -> 
                               default_task_count(workload, local_slots(master)))
         if workload.metrics_port:
             ports_free("metrics_port", workload.metrics_port, n, "task i listens on metrics_port + i")
+        if workload.idle_connections or workload.connections not in (None, "per_task"):
+            check_fd_room(workload, n)
     if options.metrics_port:
         ports_free("--metrics-port", options.metrics_port, 1, "the run's /metrics")
+
+
+def check_fd_room(workload: Workload, n_tasks: int) -> None:
+    """A local run's tasks hold their connections on this host: more than its hard RLIMIT_NOFILE allows is one
+    line naming ``ulimit -n`` before any JVM starts (each task raises its soft limit itself)."""
+    from rbench.config.fds import fd_problem
+    from rbench.plan import plan
+
+    for cluster in workload.clusters:
+        for task in plan(workload, cluster.name, n_tasks, "check", "/nonexistent"):
+            problem = fd_problem(task)
+            if problem is not None:
+                raise ConfigError(problem)
 
 
 def ports_free(name: str, first: int, count: int, why: str) -> None:

@@ -27,9 +27,10 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from rbench.config.model import Cluster, Workload
 from rbench.config.uri import mask_uri
@@ -170,16 +171,31 @@ def _same_cluster(recorded: ClusterRecord, workload: Workload) -> Cluster | None
     return None
 
 
+def recorded_super_stream_exchanges(workload: Mapping[str, Any]) -> list[str]:
+    """A super stream's exchange, named after it, goes with its partitions (rbench.coordinator.cleanup); read from
+    the orphan's recorded workload, whose queue section the model reads again."""
+    from rbench.config.topology import Queues
+
+    section = workload.get("queues") or {}
+    if not section.get("super_stream"):
+        return []
+    try:
+        return Queues.model_validate(section).names(str(workload.get("name") or ""))
+    except ValueError:
+        return []
+
+
 def delete_leftovers(orphan: Orphan, workload: Workload) -> dict[str, list[str]]:
     """Delete the queues the orphaned run created, on the clusters ``workload`` shares with it; per cluster, what went."""
     from rbench.coordinator.cleanup import delete_queues
 
+    exchanges = recorded_super_stream_exchanges(orphan.record.workload)
     deleted: dict[str, list[str]] = {}
     for recorded in orphan.record.clusters:
         names = list(orphan.record.queues_created.get(recorded.name, ()))
         cluster = _same_cluster(recorded, workload) if names else None
         if cluster is not None:
-            delete_queues(cluster, names)
+            delete_queues(cluster, names, exchanges)
             deleted[cluster.name] = names
     return deleted
 

@@ -16,7 +16,7 @@ def _partition(works: Iterable[PhaseWork]) -> Iterator[dict[str, Any]]:
     from pyspark import BarrierTaskContext
 
     from rbench.scenarios.scalability.phases import run_phase
-    from rbench.spark import wrap_task_error
+    from rbench.spark_errors import wrap_task_error
 
     ctx = BarrierTaskContext.get()
     for work in works:
@@ -28,7 +28,7 @@ def _partition(works: Iterable[PhaseWork]) -> Iterator[dict[str, Any]]:
 
 def submit_phase(session: Any, works: list[PhaseWork]) -> list[dict[str, Any]]:
     """Run each task's share at once (a barrier stage); every result dict of every task."""
-    from rbench.spark import unwrap_spark_error
+    from rbench.spark_errors import unwrap_spark_error
 
     rdd = session.sparkContext.parallelize(works, len(works))
     try:

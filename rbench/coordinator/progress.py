@@ -152,13 +152,15 @@ class ProgressPrinter:
         return self._emit(iv, second + 1)
 
     def _emit(self, iv: Interval, end_second: int) -> list[str]:
-        """The interval ending at wall-clock ``end_second``: its CSV row (inside the planned run) and lines."""
+        """The interval ending at wall-clock ``end_second``: its CSV row (inside the planned run, or later when it
+        holds counts: lines a busy machine delivered late, which the board moves to the next second) and lines."""
         self._interval = None
         t0 = self.board.t0_ns.get(self.cluster)
         if t0 is None:
             return []
         iv.elapsed_s = end_second - t0 / 1e9
-        if self.csv is not None and iv.elapsed_s - iv.seconds < self.planned_s:
+        counted = iv.published or iv.confirmed or iv.consumed or iv.nacked or iv.returned
+        if self.csv is not None and (iv.elapsed_s - iv.seconds < self.planned_s or counted):
             self.csv.write(iv)
         return self._lines(iv, t0)
 

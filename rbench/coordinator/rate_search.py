@@ -13,6 +13,7 @@ report shows every probe and "highest matched" is the search's answer.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,7 +23,9 @@ import pyarrow.parquet as pq
 
 from rbench.config.load import workload_hash
 from rbench.config.model import RateSearch, Workload
+from rbench.coordinator.options import Listening
 from rbench.errors import SinkError
+from rbench.samples.broker_facts import BrokerFacts
 from rbench.samples.generator import judge
 from rbench.samples.layout import committed_parts
 from rbench.samples.record import read_run_record
@@ -209,8 +212,10 @@ class ProbeStopped(Exception):
 
 
 def run_search(workload: Workload, out_root: str | Path, session: Any, tasks: int | None, progress: bool,
-               queues_created: dict[str, list[str]]) -> SearchRun:
-    """Search every cluster in turn, each probe a run of its own in OUT/<run_id>-search/; write search.json."""
+               queues_created: dict[str, list[str]], brokers: Mapping[str, BrokerFacts] | None = None,
+               listening: Listening | None = None) -> SearchRun:
+    """Search every cluster in turn, each probe a run of its own in OUT/<run_id>-search/; write search.json.
+    ``brokers``: what each probe's run.json records it ran on (rbench.coordinator.broker_facts)."""
     from rbench.coordinator.run import run_workload
     from rbench.samples.runinfo import new_run_id
 
@@ -218,7 +223,8 @@ def run_search(workload: Workload, out_root: str | Path, session: Any, tasks: in
     probes: list[Path] = []
 
     def run_probe(w: Workload) -> Path:
-        result = run_workload(w, folder, session, tasks=tasks, progress=progress, queues_created=queues_created)
+        result = run_workload(w, folder, session, tasks=tasks, progress=progress, queues_created=queues_created,
+                              brokers=brokers, listening=listening)
         probes.append(result.run_dir)
         if result.status != "complete":
             raise ProbeStopped(result.status)

@@ -8,17 +8,24 @@ with one line, not after a Spark stage and a Java traceback.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import signal
+import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
+from rbench.config.fds import raise_for_control
 from rbench.config.load import workload_hash
 from rbench.config.model import Workload
 from rbench.config.types import ClusterPlan, RunPlan
 from rbench.coordinator import attempts, orphans
+from rbench.coordinator.broker_identity import BrokerIdentity, from_server_properties
+from rbench.coordinator.broker_room import check_broker_room
+from rbench.coordinator.options import Listening
 from rbench.coordinator.progress import ProgressPrinter
 from rbench.coordinator.timings import Timings
 from rbench.drivers.base import load_driver
@@ -26,10 +33,13 @@ from rbench.errors import BrokerError, ConfigError, ConnectError, RbenchError, S
 from rbench.live.control import ControlServer
 from rbench.perftest.lines import CsvWriter, PerfTestOutput
 from rbench.plan import cluster_target, default_task_count, expected_queues, plan_run
+from rbench.samples.broker_facts import BrokerFacts
 from rbench.samples.faults import FaultRecord
 from rbench.samples.record import BrokerMetricsRecord, PauseRecord, RunRecord
-from rbench.samples.runinfo import STOPPED_BY_COUNT, STOPPED_BY_INTERRUPT, STOPPED_BY_SCHEDULE, RunInfo, new_run_id
-from rbench.samples.tasks import TaskResult
+from rbench.samples.runinfo import STOPPED_BY_INTERRUPT, STOPPED_BY_SCHEDULE, RunInfo, new_run_id
+from rbench.samples.tasks import DRAINED, TaskResult
+from rbench.samples.windows import STOPPED_BY_COUNT
+from rbench.spark_errors import ERROR_MARK, unwrap_spark_error
 
 PROBE_TIMEOUT_S = 10.0
 
@@ -41,10 +51,11 @@ class RunResult:
     record: RunRecord          # run.json as written at the end
 
 
-async def _probe(workload: Workload, cluster: str) -> None:
+async def _probe(workload: Workload, cluster: str) -> BrokerIdentity:
     driver = load_driver(workload.resolved_driver())
     try:
         await asyncio.wait_for(driver.open(cluster_target(workload, cluster)), PROBE_TIMEOUT_S)
+        return from_server_properties(driver.server_properties)
     except asyncio.TimeoutError:
         raise BrokerError(f"cluster {cluster}: no answer from the broker within {PROBE_TIMEOUT_S:.0f} s") from None
     finally:
@@ -54,16 +65,18 @@ async def _probe(workload: Workload, cluster: str) -> None:
             pass
 
 
-def probe_clusters(workload: Workload) -> None:
-    """Connect once to every cluster; the first that fails raises, named.
+def probe_clusters(workload: Workload) -> dict[str, BrokerIdentity]:
+    """Connect once to every cluster; the first that fails raises, named. Returns who answered, per cluster (the
+    broker's own word at connect time: version, cluster name), so the checks after the probe need no second connection.
 
     With ``startup_timeout`` (PerfTest --servers-startup-timeout) a broker that refuses or
     does not answer is retried every second until that many seconds have passed."""
+    answered: dict[str, BrokerIdentity] = {}
     for c in workload.clusters:
         deadline = time.monotonic() + workload.startup_timeout
         while True:
             try:
-                asyncio.run(_probe(workload, c.name))
+                answered[c.name] = asyncio.run(_probe(workload, c.name))
                 break
             except ConnectError as exc:
                 remaining = deadline - time.monotonic()
@@ -76,6 +89,7 @@ def probe_clusters(workload: Workload) -> None:
             except BrokerError as exc:
                 message = str(exc) if str(exc).startswith("cluster ") else f"cluster {c.name}: {exc}"
                 raise type(exc)(message) from None
+    return answered
 
 
 def _printer(workload: Workload, control: ControlServer, plan: RunPlan, out: TextIO | None, show: bool) -> ProgressPrinter:
@@ -97,7 +111,7 @@ def _printer(workload: Workload, control: ControlServer, plan: RunPlan, out: Tex
 def _mark_task_instants(timings: Timings, cluster: str, first_seen: float | None, results: list[TaskResult]) -> None:
     if first_seen is not None:
         timings.mark(f"{cluster}: first task connected to the coordinator", first_seen)
-    for what in ("task started", "connected", "declared", "consumers and publishers ready", "t0 agreed with the other tasks"):
+    for what in ("worker process started", "task started", "connected", "declared", "consumers and publishers ready", "t0 agreed with the other tasks"):
         times = [r.instants[what] for r in results if what in r.instants]
         if times:
             timings.mark(f"{cluster}: {what} (last task)", max(times))
@@ -107,7 +121,10 @@ def _mark_task_instants(timings: Timings, cluster: str, first_seen: float | None
     end, _ = _load_end(results)
     if end:
         timings.mark(f"{cluster}: load ended", end / 1e9)
-    timings.mark(f"{cluster}: stage ended (samples committed)")
+    drained = [r.instants[DRAINED] for r in results if DRAINED in r.instants]
+    if drained:
+        timings.mark(f"{cluster}: {DRAINED} (last task)", max(drained))
+    timings.mark(f"{cluster}: stage ended (samplers stopped, run.json has the tasks' results)")
 
 
 def _task_results(cluster: str, returned: list[dict[str, Any]]) -> list[TaskResult]:
@@ -138,6 +155,14 @@ def _load_end(results: list[TaskResult]) -> tuple[int | None, str]:
     return (max(ends) if ends else None), reason
 
 
+def _producer_span(results: list[TaskResult]) -> tuple[int | None, int | None]:
+    """When every producer of the cluster was due to be sending: the latest first due send of any task, and
+    the earliest stop of any producer (rbench.runtime.publishers.Published)."""
+    dues = [r.producers_due_ns for r in results if r.producers and r.producers_due_ns]
+    stops = [r.producers_first_stop_ns for r in results if r.producers and r.producers_first_stop_ns]
+    return max(dues, default=None), min(stops, default=None)
+
+
 class _Watchers:
     """What runs on the coordinator beside a cluster's stage: the faults, the broker sampler and the consumer pause."""
 
@@ -163,9 +188,12 @@ class _Watchers:
             self.faults = FaultController(target.name, cluster.faults, executor,
                                           lambda: control.board.t0_ns.get(target.name), out,
                                           run_dir / "faults" / f"{target.name}.log").start()
-        if workload.broker_metrics.enabled:
-            self.sampler = BrokerSampler(run_dir, run_id, target, workload.queues.names(workload.name),
-                                         workload.broker_metrics, out).start()
+        (config,) = [c for c in workload.clusters if c.name == target.name]
+        sampling = workload.broker_metrics_of(config)
+        if sampling.enabled:
+            # the memory breakdown costs the broker a walk of its processes: only for the memory-per-connection test
+            self.sampler = BrokerSampler(run_dir, run_id, target, workload.queues.names(workload.name), sampling, out,
+                                         memory_breakdown=any(t.connections.idle > 0 for t in cluster.tasks)).start()
         if workload.consumer.pause is not None:
             copies = (sum(len(q) for q in routes.values()) / len(routes)) if routes else 1.0
             self.pauser = PauseController(target.name, workload.consumer.pause, control, self.sampler, copies,
@@ -219,13 +247,19 @@ class _Interrupts:
 def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: int | None = None,
                  out: TextIO | None = None, progress: bool = True, control_host: str | None = None,
                  timings: Timings | None = None, metrics_port: int | None = None, pushgateway: str | None = None,
-                 metrics_linger_s: float = 0.0, queues_created: dict[str, list[str]] | None = None) -> RunResult:
+                 metrics_linger_s: float = 0.0, queues_created: dict[str, list[str]] | None = None,
+                 brokers: Mapping[str, BrokerFacts] | None = None, listening: Listening | None = None,
+                 on_load_start: Callable[[], None] | None = None) -> RunResult:
     """Run every cluster of `workload` on `session`; samples land in out_root/<run_id>/.
 
     Call probe_clusters(workload) first for a fast, clear error when a broker is down.
     The run-wide /metrics (rbench.live.run_metrics) is served on `metrics_port` (0 = any free port;
     by default on any free port when the workload sets metrics_port), and pushed to
-    `pushgateway` at the end.
+    `pushgateway` at the end. ``brokers``: what each cluster's broker is (rbench.coordinator.broker_facts), for run.json.
+    ``listening``: the listeners' addresses and TLS (default: any address, no TLS);
+    the control channel authenticates every peer either way (rbench.live.control.auth), and the peers it
+    refused are in run.json's ``control_refused`` and one warning line each at the end.
+    ``on_load_start`` is called (on a control thread) whenever a cluster's start gate opens.
     """
     from rbench import spark
 
@@ -238,9 +272,14 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
             raise ConfigError(f"tasks: the run needs {n} Spark task slots at once (barrier stage) "
                               f"but the cluster offers {slots}; lower tasks or add executors")
     host = control_host or session.sparkContext.getConf().get("spark.driver.host", "127.0.0.1")
-    control = ControlServer(host=host).start()
+    listening = listening or Listening()
+    raise_for_control(sum(n_tasks.values()))
+    control = ControlServer(host=host, tls=listening.control_tls()).start()
+    access = listening.metrics_access()
     try:
-        plan = plan_run(workload, run_id, str(run_dir.parent), n_tasks, control=control.address)
+        plan = plan_run(workload, run_id, str(run_dir.parent), n_tasks, control=control.endpoint,
+                        metrics_access=access)
+        check_broker_room(plan, brokers)          # the brokers' fds can hold the plan's connections, before any opens
     except BaseException:
         control.close()
         raise
@@ -251,8 +290,10 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
                    # the reduce expects each message once per queue its producer's messages are routed to (fan-out)
                    routes=routes,
                    # what a later run deletes should this coordinator die without finishing (rbench.coordinator.orphans)
-                   queues_created=queues_created, coordinator=orphans.Heartbeat.identity())
+                   queues_created=queues_created, coordinator=orphans.Heartbeat.identity(), brokers=brokers)
     control.board.on_restart.append(lambda *a: print(attempts.restart_line(*a), file=out, flush=True))
+    if on_load_start is not None:
+        control.board.on_started.append(lambda _cluster: on_load_start())
     groups: dict[str, str] = {}           # cluster → the Spark job group of its stage
 
     def no_restart(name: str, error: str) -> None:
@@ -283,9 +324,10 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
     live: rm.RunMetrics | None = None
     try:
         if metrics_port is not None or pushgateway:
-            live = rm.start(control.board, run_id, workload, plan.driver, metrics_port)
+            live = rm.start(control.board, run_id, workload, plan.driver, metrics_port, access)
             if live.port is not None:
-                info.set_metrics_endpoint(f"http://{host}:{live.port}/metrics")
+                shown = host if listening.metrics_bind in ("0.0.0.0", "::", "") else listening.metrics_bind
+                info.set_metrics_endpoint(f"{'https' if live.tls else 'http'}://{shown}:{live.port}/metrics")
                 print(f"rbench: run metrics (all tasks merged): {info.record.metrics_endpoint}", file=out, flush=True)
         for cluster in plan.clusters:
             if interrupts.interrupted:
@@ -301,17 +343,21 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
             group = groups[cluster.name] = f"rbench-{run_id}-{cluster.name}"
             control.resolve_stage_attempts(cluster.name, spark.StageAttempts(session, group))
             results: list[TaskResult] = []
+            timings.mark(f"{cluster.name}: stage submitted to Spark")
             try:
                 # the executors' dicts (rbench.runtime.task) become typed here, where they arrive
                 results = _task_results(cluster.name, spark.submit_barrier_stage(session, list(cluster.tasks), group=group))
+                timings.mark(f"{cluster.name}: stage returned (every task's result in)")
             except RbenchError:
                 info.set_status(cluster.name, "failed")
                 reported = control.board.errors.get(cluster.name)
                 if reported is not None:          # the task's own line, not Spark's "job cancelled"
-                    raise spark.unwrap_spark_error(RuntimeError(spark.ERROR_MARK + reported)) from None
+                    raise unwrap_spark_error(RuntimeError(ERROR_MARK + reported)) from None
                 raise
             finally:
                 watchers.stop()
+                for notice in control.board.notices.get(cluster.name, ()):      # the tasks' warnings, each once
+                    print(f"rbench: warning: cluster {cluster.name}: {notice}", file=out or sys.stderr, flush=True)
                 # every run of the stage, which one counts and why the others do not (docs/parquet.md)
                 info.end_stage(cluster.name, attempts.describe(results, *control.board.cluster_attempts(cluster.name),
                                                                spark.stage_tasks(session, group)),
@@ -321,7 +367,7 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
             _mark_task_instants(timings, cluster.name, control.board.first_seen.get(cluster.name), results)
             t0 = _first_t0(results) or control.board.t0_ns.get(cluster.name)
             if t0:
-                info.set_windows(cluster.name, t0, *_load_end(results))
+                info.set_windows(cluster.name, t0, *_load_end(results), *_producer_span(results))
             cluster_status = "interrupted" if any(r.interrupted for r in results) else "complete"
             info.set_status(cluster.name, cluster_status)
             info.write()
@@ -339,6 +385,7 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
                 info.set_status(wc.name, status)
         raise
     finally:
+        info.set_control_refused(control.refused_peers(), control.traffic)
         info.finish(status)           # first: nothing below may stop run.json from getting its final status
         heartbeat.stop()
         printer.stop()
@@ -346,4 +393,18 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
             rm.finish(live, pushgateway, metrics_linger_s, out, idle=control.idle)
         control.close()
         interrupts.restore()
+        _report_refused(control, info, out)
+        timings.mark("run.json final, live view and control channel closed")
     return RunResult(run_dir, status, info.record)
+
+
+def _report_refused(control: ControlServer, info: RunInfo, out: TextIO | None) -> None:
+    """One warning line per peer the control channel turned away; run.json gets those that came after it was
+    finished too (while the last scrape lingered)."""
+    peers = control.refused_peers()
+    if peers != info.record.control_refused:
+        info.set_control_refused(peers)
+        with contextlib.suppress(SinkError):
+            info.write()
+    for peer in peers:
+        print(f"rbench: warning: {peer.line()}", file=out, flush=True)

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import logging
 import time
+from collections.abc import Mapping
 from typing import Any
 
 import aio_pika
@@ -45,7 +46,8 @@ def broker_error(exc: BaseException, doing: str) -> BrokerError:
     return named(f"{doing}: broker closed the channel{f' with {code}' if code else ''}: {detail}", code, detail)
 
 
-async def connect_first(uris: tuple[str, ...], timeout: float = CONNECT_TIMEOUT_S) -> tuple[AbstractConnection, str]:
+async def connect_first(uris: tuple[str, ...], timeout: float = CONNECT_TIMEOUT_S,
+                        name: str = "rbench") -> tuple[AbstractConnection, str]:
     """Connect to the first URI that answers (rbench.drivers.connect): (connection, that URI); errors name
     every URI tried, masked."""
 
@@ -63,7 +65,8 @@ async def connect_first(uris: tuple[str, ...], timeout: float = CONNECT_TIMEOUT_
     parsed = {uri: parse_uri(uri, AMQP_SCHEMES) for uri in uris}     # malformed: ConfigError before any attempt
 
     async def open_one(uri: str) -> tuple[AbstractConnection, str]:
-        return await aio_pika.connect(parsed[uri].text(), timeout=timeout), uri
+        return await aio_pika.connect(parsed[uri].text(), timeout=timeout,
+                                      client_properties={"connection_name": name}), uri
 
     return await first_that_answers(uris, open_one, timeout, why)
 
@@ -230,8 +233,13 @@ class AioPikaDriver:
         self._on_lost: OnLost | None = None
         self.uri: str | None = None
 
-    async def open(self, target: ClusterTarget, on_lost: OnLost | None = None) -> None:
-        self._connection, self.uri = await connect_first(target.uris)
+    @property
+    def server_properties(self) -> Mapping[str, Any]:
+        transport = None if self._connection is None else self._connection.transport
+        return {} if transport is None else dict(transport.connection.server_properties or {})
+
+    async def open(self, target: ClusterTarget, on_lost: OnLost | None = None, name: str | None = None) -> None:
+        self._connection, self.uri = await connect_first(target.uris, name=name or f"rbench {target.name}")
         self._on_lost = on_lost
         self._connection.close_callbacks.add(self._closed)
 

@@ -13,6 +13,7 @@ and consumers (amqp091_consumer) over the wire state machine of amqp091_protocol
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from rbench.codec.amqp091 import K
@@ -25,7 +26,7 @@ from rbench.drivers.base import OnLost, OnMessage, PublishSink
 from rbench.drivers.connect import LossWatch
 from rbench.drivers.exchanges import durability_differs, say_used_as_it_is
 from rbench.drivers.replies import PreconditionFailed
-from rbench.errors import BrokerError
+from rbench.errors import BrokerError, ConnectionLost
 
 
 class Amqp091Driver:
@@ -50,10 +51,24 @@ class Amqp091Driver:
             raise self._conn.error
         return self._conn
 
-    async def open(self, target: ClusterTarget, on_lost: OnLost | None = None) -> None:
-        conn = await connect(target.uris, name=f"rbench {target.name}")
+    @property
+    def server_properties(self) -> Mapping[str, Any]:
+        return {} if self._conn is None else self._conn.server_properties
+
+    async def open(self, target: ClusterTarget, on_lost: OnLost | None = None, name: str | None = None) -> None:
+        conn = await connect(target.uris, name=name or f"rbench {target.name}")
         self._conn, self.uri = conn, conn.uri
         self._loss.arm(conn, on_lost)
+
+    def lose(self, error: ConnectionLost) -> None:
+        """Treat this connection as lost with ``error`` (rbench.drivers.base.Losable); on_lost is not called."""
+        self._loss.disarm()
+        if self._conn is not None:
+            self._conn.give_up(error)
+
+    async def open_idle_channel(self) -> None:
+        """idle_connections: one channel, kept open (the connection heartbeats on its own) until aclose()."""
+        await self.connection.channel()
 
     async def declare(self, topology: Topology) -> None:
         ch = await self.connection.channel()

@@ -12,7 +12,7 @@ from rbench.config.uri import AMQP_SCHEMES, BrokerUri, parse_uri
 from rbench.drivers.amqp091_protocol import Connection
 from rbench.drivers.connect import AMQP_FRAME_MAX, first_that_answers, tls_context
 from rbench.drivers.replies import AccessRefused, NotAllowed
-from rbench.errors import BrokerError, CodecError, os_error_text
+from rbench.errors import BrokerError, CodecError, ConfigError, os_error_text
 
 CONNECT_TIMEOUT_S = 9.0
 
@@ -93,3 +93,21 @@ async def connect(uris: tuple[str, ...] | list[str], timeout: float = CONNECT_TI
         return conn
 
     return await first_that_answers(list(uris), open_one, timeout, why)
+
+
+async def vhost_refusal(uri: str, timeout: float = 5.0) -> str | None:
+    """What the broker says over AMQP 0-9-1 about ``uri``'s vhost for its user: the 530 reply text
+    ("NOT_ALLOWED - vhost x not found") when it refuses it, "" when it accepts it, None when it cannot
+    be asked (no answer, another failure).
+
+    RabbitMQ serves AMQP 0-9-1 and 1.0 on one listener; 4.0's AMQP 1.0 resets a connection whose
+    vhost it refuses without a word on the wire (the reason is only in its log), so the AMQP 1.0
+    driver asks here to name it."""
+    try:
+        conn = await asyncio.wait_for(_connect_one(AmqpUri(uri), "rbench vhost check"), timeout)
+    except NotAllowed as exc:
+        return exc.reply_text or str(exc)
+    except (OSError, BrokerError, CodecError, ConfigError, asyncio.TimeoutError, TimeoutError):
+        return None
+    await conn.close()
+    return ""

@@ -386,6 +386,11 @@ class Connection(asyncio.BufferedProtocol):
             self._close_ok.set_result(None)
         self._notify_flow()
 
+    def give_up(self, error: BaseException) -> None:
+        """End this connection's work now with ``error`` (every channel closed with it, so publishers raise it):
+        a task whose other connection died treats this one as lost too, then closes it."""
+        self._shutdown(error)
+
     async def close(self, timeout: float = 5.0) -> None:
         """connection.close, wait for close-ok and the socket to go (bounded)."""
         if self.transport is None:

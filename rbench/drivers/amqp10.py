@@ -24,17 +24,19 @@ from __future__ import annotations
 
 import asyncio
 import ssl
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import quote
 
 from rbench.codec.amqp10 import Described, Symbol, Timestamp, UByte, UInt, ULong
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
 from rbench.drivers._amqp10_link import Receiver, Sender
-from rbench.drivers.amqp10_protocol import FLUSH_BYTES, SOURCE, TARGET, Connection, Session
+from rbench.drivers.amqp091_connect import vhost_refusal
+from rbench.drivers.amqp10_protocol import FLUSH_BYTES, SOURCE, TARGET, Connection, OpenRefused, Session
 from rbench.drivers.amqp10_uri import Amqp10Uri
 from rbench.drivers.base import OnLost, OnMessage, PublishSink, cannot_pause
 from rbench.drivers.connect import LossWatch, first_that_answers
-from rbench.drivers.replies import AccessRefused, NotFound
+from rbench.drivers.replies import AccessRefused, NotAllowed, NotFound
 from rbench.drivers.work import SimulatedWork
 from rbench.errors import BrokerError, CodecError, ConfigError, os_error_text
 
@@ -58,18 +60,46 @@ async def _connect_one(u: Amqp10Uri, name: str) -> Connection:
     conn = Connection(loop, u, name)
     ctx = u.ssl_context()
     try:
-        await loop.create_connection(lambda: conn, u.host, u.port, ssl=ctx,
+        await loop.create_connection(conn.protocol, u.host, u.port, ssl=ctx,
                                      server_hostname=u.server_name if ctx is not None else None)
-        await conn.opened
-        # RabbitMQ 3.x accepts open for any vhost and refuses the first session when the vhost is
-        # missing or not permitted: one session round trip makes that a connect-time error
-        probe = await conn.begin(f"open vhost {u.vhost!r}")
-        await probe.end()
+        try:
+            await conn.opened
+            # RabbitMQ 3.x accepts open for any vhost and refuses the first session when the vhost is
+            # missing or not permitted: one session round trip makes that a connect-time error
+            probe = await conn.begin(f"open vhost {u.vhost!r}")
+            await probe.end()
+        except (OpenRefused, AccessRefused, NotFound, NotAllowed) as exc:
+            if not conn.authenticated:
+                raise
+            raise await _vhost_refused(u, exc) from None
     except BaseException:
         if conn.transport is not None:
             conn.transport.abort()
         raise
     return conn
+
+
+async def _vhost_refused(u: Amqp10Uri, exc: BaseException) -> NotAllowed:
+    """One line naming the vhost and why: 4.0 resets the connection after our open (its reason only in its log),
+    3.x's plugin refuses the first session with "insufficient permissions" even for a vhost that does not
+    exist. RabbitMQ's AMQP 0-9-1, on the same listener, says which (vhost_refusal); without its answer the
+    AMQP 1.0 words are kept."""
+    answer = await vhost_refusal(u.uri)
+    said = "a connection reset at open" if isinstance(exc, OpenRefused) else \
+        repr(getattr(exc, "reply_text", "") or str(exc))
+    if answer:
+        reason = answer.partition("NOT_ALLOWED - ")[2] or answer
+        what = "not found" if "not found" in reason else reason
+        text = f"{what} (AMQP 0-9-1 on the same port says {answer!r}; AMQP 1.0 got {said})"
+    elif answer == "":
+        text = (f"AMQP 1.0 got {said}, though AMQP 0-9-1 on the same port accepts this vhost for this user "
+                f"(the broker's log says why)")
+    elif isinstance(exc, OpenRefused):
+        text = ("the broker reset the connection at open without saying why (RabbitMQ 4.0 does so for a vhost "
+                "that does not exist or that the user may not use)")
+    else:
+        text = str(exc)
+    return NotAllowed(f"broker refused vhost {u.vhost!r}: {text}", None, text, "connection")
 
 
 async def connect(uris: tuple[str, ...] | list[str], timeout: float = CONNECT_TIMEOUT_S,
@@ -78,10 +108,8 @@ async def connect(uris: tuple[str, ...] | list[str], timeout: float = CONNECT_TI
     parsed = {u: Amqp10Uri(u) for u in uris}
 
     def why(uri: str, exc: BaseException) -> str | None:
-        if isinstance(exc, AccessRefused):
-            if "authentication" in str(exc) or "SASL" in str(exc):
-                return str(exc)
-            return f"vhost {parsed[uri].vhost!r} refused ({exc.reply_text or exc})"
+        if isinstance(exc, (AccessRefused, NotAllowed)):     # authentication, or the vhost (_vhost_refused)
+            return str(exc)
         if isinstance(exc, ssl.SSLError):
             return f"TLS failed: {exc.reason or exc}"
         if isinstance(exc, OSError):
@@ -312,10 +340,15 @@ class Amqp10Driver:
             raise self._conn.error
         return self._conn
 
-    async def open(self, target: ClusterTarget, on_lost: OnLost | None = None) -> None:
+    @property
+    def server_properties(self) -> Mapping[str, Any]:
+        """The open performative's properties, keys as plain text (they arrive as AMQP symbols)."""
+        return {} if self._conn is None else {str(k): v for k, v in self._conn.remote_properties.items()}
+
+    async def open(self, target: ClusterTarget, on_lost: OnLost | None = None, name: str | None = None) -> None:
         self._uris = tuple(target.amqp10_uris or target.uris)
         self._closed = False
-        conn = self._conn = await connect(self._uris, name=f"rbench {target.name}")
+        conn = self._conn = await connect(self._uris, name=name or f"rbench {target.name}")
         self.uri = conn.opened_with
         self._loss.arm(conn, on_lost)
 

@@ -8,6 +8,9 @@ so a disposition's [first, last] range maps straight onto the link's deliveries.
 
 Outbound frames are appended to ``reader.out`` (shared with the C links) and written
 once per loop iteration (``schedule_flush``), so a burst of transfers is one syscall.
+The transport's protocol is the C ``FrameReader`` (``Connection.protocol``), not this
+class: a read runs no Python unless a rare frame arrived, and what the links answered
+in it (dispositions, flow) is written by the reader at the end of that read.
 Refusals become the named errors of rbench/drivers/replies.py, one line each.
 """
 from __future__ import annotations
@@ -58,6 +61,11 @@ CONDITIONS: dict[str, type[AmqpError]] = {
     "amqp:link:detach-forced": replies.ChannelError,
     "amqp:session:window-violation": replies.ChannelError,
 }
+
+
+class OpenRefused(ConnectionLost):
+    """The broker ended the connection after our open (SASL done) without an open or a close of its own:
+    RabbitMQ 4.0 does this for a vhost it refuses, the reason only in its log."""
 
 
 def refusal(error: Any, scope: str, doing: str) -> AmqpError:
@@ -151,15 +159,18 @@ class Session:
         self.conn.forget(self)
 
 
-class Connection(asyncio.Protocol):
-    """One AMQP 1.0 connection: SASL, open, heartbeats, sessions, close."""
+class Connection:
+    """One AMQP 1.0 connection: SASL, open, heartbeats, sessions, close.
+
+    Its ``reader`` is the transport's protocol (``loop.create_connection(conn.protocol, ...)``) and passes
+    the connection events and the rare frames on to the methods below."""
 
     def __init__(self, loop: asyncio.AbstractEventLoop, uri: Amqp10Uri, name: str = "rbench") -> None:
         self.loop = loop
         self.uri = uri
         self.opened_with = ""            # the URI text this connection was opened with (set by amqp10.connect)
         self.name = name
-        self.reader = FrameReader()
+        self.reader = FrameReader(self)
         self.transport: asyncio.Transport | None = None
         self._flush_handle: asyncio.Handle | None = None
         self.opened: asyncio.Future[None] = loop.create_future()
@@ -171,46 +182,52 @@ class Connection(asyncio.Protocol):
         self.channel_max = uri.channel_max
         self.remote_properties: dict[Any, Any] = {}
         self.error: BaseException | None = None
+        self.authenticated = False                     # SASL succeeded: a refusal after it is about the vhost
         self.write_paused = False
         self.flow_listeners: set[Any] = set()
         self._stage = "connecting"
         self._next_channel = 0
         self._hb: asyncio.TimerHandle | None = None
         self._hb_interval = 0.0
-        self._tx = False
 
-    # ---- asyncio.Protocol ---------------------------------------------------------------
+    # ---- the transport's events, passed on by the reader (the transport's protocol) ------
+    def protocol(self) -> asyncio.Protocol:
+        """The protocol factory for loop.create_connection: this connection's reader."""
+        return self.reader
+
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         self._stage = "SASL header"
         transport.write(SASL_HEADER)  # type: ignore[attr-defined]
 
     def data_received(self, data: bytes) -> None:
-        reader = self.reader
-        try:
-            frames = reader.feed(data)
-        except CodecError as exc:
-            self._fatal(BrokerError(f"protocol error from broker: {exc}"))
-            return
+        """Bytes from the broker (the reader's own data_received, for callers holding the connection)."""
+        self.reader.data_received(data)
+
+    def frames(self, frames: list[tuple[int, int, bytes]]) -> None:
+        """The frames of one read the reader did not handle in C (the rare ones), in order."""
         for channel, frame_type, body in frames:
             try:
                 self._frame(channel, frame_type, body)
             except CodecError as exc:
-                self._fatal(BrokerError(f"protocol error from broker: {exc}"))
+                self.protocol_error(exc)
                 return
-        if reader.dirty:
-            reader.dirty = False
-            self.schedule_flush()
+
+    def protocol_error(self, exc: CodecError) -> None:
+        self._fatal(BrokerError(f"protocol error from broker: {exc}"))
 
     def eof_received(self) -> bool:
         return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         detail = f": {exc}" if exc else ""
-        if self._stage in ("SASL header", "SASL", "AMQP header", "open"):
+        if self._stage in ("AMQP header", "open"):
+            err: BaseException = OpenRefused(f"broker closed the connection during {self._stage}{detail}",
+                                             scope="connection")
+        elif self._stage in ("SASL header", "SASL"):
             hint = " - usually a wrong user or password" if self._stage == "SASL" else ""
-            err: BaseException = ConnectionLost(f"broker closed the connection during {self._stage}{hint}{detail}",
-                                                scope="connection")
+            err = ConnectionLost(f"broker closed the connection during {self._stage}{hint}{detail}",
+                                 scope="connection")
         else:
             err = ConnectionLost(f"connection lost{detail}", scope="connection")
         self._shutdown(err)
@@ -237,12 +254,7 @@ class Connection(asyncio.Protocol):
     def flush(self) -> None:
         """Write everything buffered (one transport.write); the C links append to the new buffer."""
         self._flush_handle = None
-        reader = self.reader
-        if reader.out and self.transport is not None and not self.transport.is_closing():
-            data = reader.out
-            reader.out = bytearray()
-            self.transport.write(data)
-            self._tx = True
+        self.reader.flush()
 
     # ---- inbound ------------------------------------------------------------------------
     def _frame(self, channel: int, frame_type: int, body: bytes) -> None:
@@ -298,6 +310,7 @@ class Connection(asyncio.Protocol):
                                           None, "", "connection"))
                 return
             self._stage = "AMQP header"
+            self.authenticated = True
             idle_ms = u.heartbeat * 2000 if u.heartbeat else None
             self.send(AMQP_HEADER + frame(0, performative(OPEN, [
                 f"{self.name}", f"vhost:{u.vhost}", UInt(self.max_frame), UShort(min(self.channel_max, 65535)),
@@ -323,9 +336,9 @@ class Connection(asyncio.Protocol):
     def _heartbeat(self) -> None:
         if self.error is not None:
             return
-        if not self._tx:
+        if not self.reader.wrote:
             self.send(empty_frame())
-        self._tx = False
+        self.reader.wrote = False
         self._hb = self.loop.call_later(self._hb_interval, self._heartbeat)
 
     def _on_close(self, fields: list[Any]) -> None:

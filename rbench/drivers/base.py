@@ -29,11 +29,11 @@ What a driver cannot do it says with a flag the runtime reads, never by leaving 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable
-from typing import Protocol, runtime_checkable
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, runtime_checkable
 
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, Topology
-from rbench.errors import ConfigError
+from rbench.errors import ConfigError, ConnectionLost
 
 
 class PublishSink(Protocol):
@@ -97,6 +97,24 @@ class Consumer(Protocol):
         """Cancel the subscription; messages still in flight may be redelivered elsewhere."""
 
 
+@runtime_checkable
+class Losable(Protocol):
+    """A driver whose connection the runtime can declare lost: when one of a task's several connections dies,
+    the others' publishers and consumers must raise ConnectionLost too (not a closed-by-the-client error), so
+    every producer waits for the one reconnect (rbench.runtime.connections)."""
+
+    def lose(self, error: ConnectionLost) -> None:
+        """End the connection's work with ``error`` at once, without calling on_lost; aclose() still follows."""
+
+
+@runtime_checkable
+class IdleChannel(Protocol):
+    """A driver that can hold a connection open with one channel and send nothing (idle_connections)."""
+
+    async def open_idle_channel(self) -> None:
+        """Open one channel on the connection and keep it until ``aclose()``."""
+
+
 def cannot_pause(driver: str) -> ConfigError:
     """What pause()/resume() of a consumer whose ``pausable`` is False raise."""
     return ConfigError(f"consumer.pause: the {driver} driver cannot pause a consumer (docs/drivers.md)")
@@ -118,7 +136,17 @@ class Driver(Protocol):
     # the runtime fails over to the URIs after it and reports where it reconnected (masked)
     uri: str | None
 
-    async def open(self, target: ClusterTarget, on_lost: OnLost | None = None) -> None: ...
+    @property
+    def server_properties(self) -> Mapping[str, Any]:
+        """What the broker said about itself when the connection opened (AMQP 0.9.1 connection.start, stream
+        peer properties, AMQP 1.0 open: RabbitMQ sends product, version, platform, cluster_name); {} before
+        open(). The broker probe reads it, so a run knows which broker it reached without a second connection
+        (rbench.coordinator.broker_identity)."""
+
+    async def open(self, target: ClusterTarget, on_lost: OnLost | None = None, name: str | None = None) -> None:
+        """Connect to the first of ``target``'s URIs that answers. ``name``: the connection's connection_name
+        client property where the protocol has one (the management UI and /api/connections show it); None:
+        "rbench CLUSTER"."""
 
     async def declare(self, topology: Topology) -> None: ...
 

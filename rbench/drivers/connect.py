@@ -41,23 +41,26 @@ async def first_that_answers(uris: Sequence[str], open_one: Callable[[str], Awai
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     failures: list[str] = []
+    timeouts = 0
     for i, uri in enumerate(uris):
         masked = mask_uri(uri)
         remaining = deadline - loop.time()
         if remaining <= 0.05:
             failures.append(f"{masked}: not tried, {timeout:.0f} s connect deadline passed")
+            timeouts += 1
             continue
         budget = max(remaining / (len(uris) - i), min(remaining, 1.0))
         try:
             return await asyncio.wait_for(open_one(uri), budget)
         except (asyncio.TimeoutError, TimeoutError):
             failures.append(f"{masked}: no answer within {budget:.1f} s")
+            timeouts += 1
         except Exception as exc:
             reason = why(uri, exc)
             if reason is None:
                 raise
             failures.append(f"{masked}: {reason}")
-    raise ConnectError(f"cannot connect to {what}: " + "; ".join(failures))
+    raise ConnectError(f"cannot connect to {what}: " + "; ".join(failures), timed_out=timeouts == len(uris))
 
 
 def tls_context(masked_uri: str, cacertfile: str | None, certfile: str | None, keyfile: str | None,

@@ -23,6 +23,11 @@ DURABILITY_MISMATCH = "inequivalent arg 'durable'"      # in the 406's reply tex
 _said: set[tuple[str, bool]] = set()
 
 
+def forget_warnings() -> None:
+    """A new task in this process (a reused Python worker): its run says the warning again."""
+    _said.clear()
+
+
 def durability_differs(exc: BaseException) -> bool:
     """Whether a refused exchange.declare failed only because the exchange exists with the other durability."""
     return isinstance(exc, PreconditionFailed) and DURABILITY_MISMATCH in exc.reply_text

@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 from rstream import schema
@@ -33,6 +35,13 @@ from rbench.drivers.connect import first_that_answers
 from rbench.drivers.replies import PreconditionFailed
 from rbench.drivers.stream_consumer import StreamConsumer, offset_spec, parse_offset
 from rbench.drivers.stream_publisher import StreamPublisher
+from rbench.drivers.stream_super import (
+    PARTITION_ORDER,
+    SuperStreamConsumer,
+    SuperStreamPublisher,
+    partition_consumer_spec,
+    partition_spec,
+)
 from rbench.drivers.stream_wire import (
     CONNECT_TIMEOUT_S,
     StreamProtocol,
@@ -45,6 +54,9 @@ from rbench.errors import BrokerError, ConfigError, ConnectError, ConnectionLost
 log = logging.getLogger(__name__)
 
 DEFAULT_CREDIT = 10
+SAC_SINCE = (3, 11)             # single active consumer on streams
+FILTER_SINCE = (3, 13)          # Publish v2 with filter values, filter.N subscription properties
+SUPER_STREAM_COMMANDS_SINCE = (3, 13)   # CreateSuperStream / DeleteSuperStream
 
 # x-argument of a stream queue → stream protocol Create argument
 CREATE_ARGUMENTS = {
@@ -102,9 +114,14 @@ class StreamDriver:
         self._connections: list[StreamProtocol] = []   # publishers' and consumers', closed by aclose()
         self._on_lost: OnLost | None = None
 
-    async def open(self, target: ClusterTarget, on_lost: OnLost | None = None) -> None:
+    @property
+    def server_properties(self) -> Mapping[str, Any]:
+        return dict(self._server)
+
+    async def open(self, target: ClusterTarget, on_lost: OnLost | None = None, name: str | None = None) -> None:
         """Connect the locator to the first stream URI that answers; ``on_lost`` hears once of any of this
-        driver's connections lost (never because of ``aclose()``)."""
+        driver's connections lost (never because of ``aclose()``). ``name`` is not used: the stream driver
+        names its own connections (rbench-locator, rbench-producer-N, rbench-consumer-N)."""
         self._on_lost = on_lost
         self._uris = stream_uris(target)
         self._amqp_uris = tuple(u for u in target.uris if u.startswith("amqp"))
@@ -141,7 +158,61 @@ class StreamDriver:
             if not queue.is_stream:
                 raise ConfigError(f"stream driver: queue {queue.name!r} is x-queue-type={queue.queue_type}, "
                                   "expected stream")
-            await self.create_stream(queue)
+            if queue.partitions:
+                await self.create_super_stream(queue)
+            else:
+                await self.create_stream(queue)
+
+    async def create_super_stream(self, queue: QueueDecl) -> None:
+        """A super stream: CreateSuperStream where the broker has it (3.13+), else its partitions as streams and
+        the exchange with their bindings over AMQP 0.9.1 (stream_super's docstring). Existing is fine."""
+        if self.broker_version() >= SUPER_STREAM_COMMANDS_SINCE:
+            loc = self._loc()
+            args = create_arguments(queue)
+            resp: Any = await loc.request(schema.CreateSuperStream(
+                loc.next_corr(), super_stream=queue.name, partitions=list(queue.partitions),
+                binding_keys=[str(i) for i in range(len(queue.partitions))],
+                arguments=[schema.Property(k, v) for k, v in args.items()]),
+                f"create super stream {queue.name!r}", ok_codes=(1, 5))
+            if resp.response_code == 1:
+                return
+        for part in queue.partitions:             # the partitions exist already, or are made here
+            await self.create_stream(replace(queue, name=part, partitions=()))
+        await self._bind_partitions(queue)
+
+    async def _bind_partitions(self, queue: QueueDecl) -> None:
+        """The super stream's exchange and bindings over AMQP 0.9.1 (the stream protocol cannot bind before 3.13)."""
+        if not self._amqp_uris:
+            raise ConfigError(f"queues.super_stream: {queue.name!r} needs an AMQP URI on this broker "
+                              f"({self._server.get('version')}) to bind its partitions to the exchange")
+        from rbench.codec.amqp091 import K
+        from rbench.drivers.amqp091 import Amqp091Driver
+
+        amqp = Amqp091Driver()
+        try:
+            await asyncio.wait_for(amqp.open(ClusterTarget(name="super-stream", uris=self._amqp_uris)), 10)
+            await amqp.declare(Topology(exchange=queue.name, exchange_type="direct", exchange_durable=True))
+            ch = await amqp.connection.channel()
+            for i, part in enumerate(queue.partitions):
+                await ch.rpc(K.QUEUE_BIND, (0, part, queue.name, str(i), False, {PARTITION_ORDER: i}),
+                             (K.QUEUE_BIND_OK,), f"bind partition {part!r} to {queue.name!r}")
+            await ch.close()
+        finally:
+            await asyncio.wait_for(amqp.aclose(), 5)
+
+    async def delete_super_streams(self, names: list[str], partitions: int) -> None:
+        """Delete super streams of ``partitions`` partitions (missing ones are fine): tests' clean-up."""
+        for name in names:
+            await self.delete_streams([f"{name}-{i}" for i in range(partitions)])
+            if self._amqp_uris:
+                from rbench.drivers.amqp091 import Amqp091Driver
+
+                amqp = Amqp091Driver()
+                await asyncio.wait_for(amqp.open(ClusterTarget(name="super-stream", uris=self._amqp_uris)), 10)
+                try:
+                    await amqp.delete_exchange(name)
+                finally:
+                    await asyncio.wait_for(amqp.aclose(), 5)
 
     async def create_stream(self, queue: QueueDecl) -> bool:
         """Create one stream; True when created, False when it already existed with these arguments.
@@ -222,7 +293,22 @@ class StreamDriver:
         self._connections.append(proto)
         return proto
 
-    async def publisher(self, spec: PublisherSpec, sink: PublishSink) -> StreamPublisher:
+    async def publisher(self, spec: PublisherSpec, sink: PublishSink) -> StreamPublisher | SuperStreamPublisher:
+        if spec.filter is not None:
+            self._needs(FILTER_SINCE, f"producer {spec.producer_id}: stream filtering")
+        if spec.partitions:
+            one = partition_spec(spec)
+            pubs: list[StreamPublisher] = []
+            try:
+                for part in spec.partitions:
+                    pubs.append(await self._publisher(replace(one, queue=part), sink))
+            except BaseException:
+                await asyncio.gather(*(p.aclose() for p in pubs), return_exceptions=True)
+                raise
+            return SuperStreamPublisher(spec.queue, pubs, spec.routing_keys)
+        return await self._publisher(spec, sink)
+
+    async def _publisher(self, spec: PublisherSpec, sink: PublishSink) -> StreamPublisher:
         stream = spec.queue or spec.routing_key
         proto = await self._connect(f"rbench-producer-{spec.producer_id}", await self._leader(stream))
         pub = StreamPublisher(proto, stream, spec, sink)
@@ -244,12 +330,35 @@ class StreamDriver:
             parts.append(int(p))
         return tuple(parts)
 
-    async def consumer(self, spec: ConsumerSpec, on_message: OnMessage) -> StreamConsumer:
+    def _needs(self, since: tuple[int, ...], what: str) -> None:
+        """BrokerError when the broker is older than ``since`` (an unknown version is let through)."""
         version = self.broker_version()
-        if spec.single_active and version and version < (3, 11):
+        if version and version < since:
+            raise BrokerError(f"{what} needs RabbitMQ {'.'.join(map(str, since))} or later; this broker is "
+                              f"{self._server.get('version')}")
+
+    async def consumer(self, spec: ConsumerSpec, on_message: OnMessage) -> StreamConsumer | SuperStreamConsumer:
+        if spec.single_active:
             # 3.10 ignores the property and delivers to every subscriber: refuse rather than mislead
-            raise BrokerError(f"consumer {spec.consumer_id}: single active consumer on streams needs "
-                              f"RabbitMQ 3.11 or later; this broker is {self._server.get('version')}")
+            self._needs(SAC_SINCE, f"consumer {spec.consumer_id}: single active consumer on streams")
+        if spec.filter:
+            self._needs(FILTER_SINCE, f"consumer {spec.consumer_id}: stream filtering")
+        if spec.partitions:
+            parts: list[StreamConsumer] = []
+            more = {"super-stream": spec.queue} if spec.single_active else {}
+            # a runtime that records per queue (ConsumerState.for_queue) gets each partition's deliveries under it
+            per_queue = getattr(on_message, "for_queue", None)
+            try:
+                for part in spec.partitions:
+                    parts.append(await self._subscribe(partition_consumer_spec(spec, part),
+                                                       per_queue(part) if per_queue else on_message, more))
+            except BaseException:
+                await asyncio.gather(*(c.aclose() for c in parts), return_exceptions=True)
+                raise
+            return SuperStreamConsumer(spec.queue, parts)
+        return await self._subscribe(spec, on_message, {})
+
+    async def _subscribe(self, spec: ConsumerSpec, on_message: OnMessage, more: dict[str, str]) -> StreamConsumer:
         proto = await self._connect(f"rbench-consumer-{spec.consumer_id}")
         consumer = StreamConsumer(proto, spec, on_message)
         proto.subscribers[0] = consumer
@@ -258,6 +367,11 @@ class StreamDriver:
         if spec.single_active:
             properties["single-active-consumer"] = "true"
             properties["name"] = str(spec.extra.get("name") or f"rbench-{spec.queue}")
+        for i, wanted in enumerate(spec.filter):
+            properties[f"filter.{i}"] = wanted
+        if spec.filter:
+            properties["match-unfiltered"] = "true" if spec.match_unfiltered else "false"
+        properties.update(more)
         credit = spec.prefetch if spec.prefetch > 0 else DEFAULT_CREDIT
         try:
             await proto.request(schema.Subscribe(

@@ -14,6 +14,7 @@ import struct
 from rstream import schema
 
 from rbench.codec._stream import PUBLISH_HEADER_SIZE, PublishFrame, confirm_each
+from rbench.config.stream_filter import PRODUCER_STEP, SEQ_STEP
 from rbench.config.types import PublisherSpec
 from rbench.drivers.base import PublishSink
 from rbench.drivers.stream_wire import StreamProtocol, now_ns
@@ -42,8 +43,11 @@ class StreamPublisher:
         self._loop = asyncio.get_running_loop()
         # a Publish frame must stay within frame_max (negotiated at tune)
         self._frame_max = proto.frame_max
+        # stream filtering: the C builder writes each message's filter value (Publish v2), by its slot
+        table = spec.filter.table() if spec.filter is not None else None
         self._frame = PublishFrame(publisher_id, self._frame_max, spec.message_format == "amqp",
-                                   functools.partial(self._loop.call_soon, self.flush), self._on_full)
+                                   functools.partial(self._loop.call_soon, self.flush), self._on_full,
+                                   table, SEQ_STEP, spec.producer_id * PRODUCER_STEP)
         self.publish = self._frame.add       # type: ignore[method-assign]
         # the broker confirms every stream message; the sink hears of them only when asked
         self._report = spec.confirm

@@ -245,16 +245,16 @@ class StreamProtocol(asyncio.Protocol):
             sub = self.subscribers.get(data[start + 4])
             if sub is not None:
                 sub.on_chunk(data, start + 5, end)
+        elif key == K_CREDIT | RESPONSE:         # only on error, and with no correlation id: code, subscription
+            code = struct.unpack_from(">H", data, start + 4)[0]
+            sub = self.subscribers.get(data[start + 6])
+            if sub is not None:
+                sub.on_connection_lost(response_error(code, "credit"))
         elif key & RESPONSE:
             corr = _U32.unpack_from(data, start + 4)[0]
             fut = self._waiters.pop(corr, None)
             if fut is not None and not fut.done():
                 fut.set_result(data[start:end])
-            elif key == K_CREDIT | RESPONSE:     # credit answers only on error: code, subscription
-                code = struct.unpack_from(">H", data, start + 4)[0]
-                sub = self.subscribers.get(data[start + 6])
-                if sub is not None:
-                    sub.on_connection_lost(response_error(code, "credit"))
         elif key == K_PUBLISH_ERROR:
             pub = self.publishers.get(data[start + 4])
             if pub is not None:
@@ -264,8 +264,10 @@ class StreamProtocol(asyncio.Protocol):
         elif key == K_CONSUMER_UPDATE:
             corr, sid, active = struct.unpack_from(">IBB", data, start + 4)
             sub = self.subscribers.get(sid)
-            spec = sub.on_consumer_update(bool(active)) if sub is not None else (1, None)
-            self.write(consumer_update_response(corr, *spec))
+            if sub is None:
+                self.write(consumer_update_response(corr, 1, None))
+            else:
+                sub.on_consumer_update(corr, bool(active))      # it answers (after a QueryOffset)
         elif key == K_METADATA_UPDATE:
             code = struct.unpack_from(">H", data, start + 4)[0]
             slen = struct.unpack_from(">H", data, start + 6)[0]

@@ -14,7 +14,7 @@
 #   cluster.sh stop-node I        stop node I gracefully
 #   cluster.sh pause I | resume I SIGSTOP / SIGCONT node I's VM (a hung node)
 #
-# Node i is rabbit-i@localhost: AMQP 5700+i, management 15700+i, Prometheus 15790+i, streams
+# The cluster is named rbench-local-3 (rbench-local-4 below). Node i is rabbit-i@localhost: AMQP 5700+i, management 15700+i, Prometheus 15790+i, streams
 # 5560+i, Erlang distribution 25700+i, all on 127.0.0.1; its data, logs, configuration and
 # enabled_plugins file live in ${RBENCH_CLUSTER_DIR:-/tmp/rbench-cluster}/rabbit-i. The nodes use
 # the Erlang cookie rabbitmqctl uses for the invoking user (the Debian wrappers run both as the
@@ -28,6 +28,8 @@
 # that root. Neither layout's ports clash with the other's, nor with broker4.sh's single node, so a 3.10
 # cluster and a 4.0 cluster can run side by side.
 set -uo pipefail
+# shellcheck source=broker-fds.sh
+. "$(dirname "$(readlink -f "${BASH_SOURCE[0]}")")/broker-fds.sh"
 
 # ---- the layout (the only place it is written) -------------------------------------------------
 VERSION="${RBENCH_CLUSTER_VERSION:-3}"
@@ -40,6 +42,7 @@ case "$VERSION" in
      INNER_BASE="${RBENCH_CLUSTER_DIR:-/tmp/rbench-cluster4}" ;;
   *) echo "cluster: RBENCH_CLUSTER_VERSION: expected 3 (the system's RabbitMQ) or 4 (RabbitMQ 4.0), got '$VERSION'" >&2; exit 2 ;;
 esac
+CLUSTER_NAME="rbench-local-$VERSION"     # what every node reports as cluster_name (set at start)
 BASE="$CHROOT$INNER_BASE"       # where this script sees the nodes' files; the nodes see INNER_BASE
 DEFAULT_NODES=3
 MAX_NODES=9                     # one machine, one-digit names; the port ranges would allow more
@@ -82,10 +85,12 @@ need_rabbitmq() {
     [ -f "$CHROOT/.rbench-ready" ] || die "RabbitMQ 4.0's root $CHROOT is not built; run 'make broker-4' (scripts/broker4.sh) first"
     mountpoint -q "$CHROOT/proc" || mount -t proc proc "$CHROOT/proc" || die "cannot mount /proc in $CHROOT"
     mountpoint -q "$CHROOT/dev" || mount --bind /dev "$CHROOT/dev" || die "cannot mount /dev in $CHROOT"
+    [ "$(id -u)" -eq 0 ] && broker_nofile "$CHROOT"     # file descriptors: one per connection (broker-fds.sh)
     SERVER=(chroot "$CHROOT" env HOME=/var/lib/rabbitmq /usr/sbin/rabbitmq-server)
     CTL=(chroot "$CHROOT" env HOME=/var/lib/rabbitmq /usr/sbin/rabbitmqctl)
     return 0
   fi
+  [ "$(id -u)" -eq 0 ] && broker_nofile /
   SERVER=("$(find_cmd rabbitmq-server)")
   CTL=("$(find_cmd rabbitmqctl)")
   if [ -z "${SERVER[0]}" ] || [ -z "${CTL[0]}" ]; then
@@ -271,6 +276,9 @@ cmd_start() {
     sleep 0.5
   done
   [ "$(running_count 1)" = "$n" ] || die "cluster_status of $(node_name 1) does not show $n running nodes"
+  # one name for the whole cluster: unset, each node reports its own default (rabbit4-2@<host> on 4.0), and
+  # rbench's check that the sampled endpoints are the load's broker compares cluster names (docs/brokers.md)
+  ctl 1 set_cluster_name "$CLUSTER_NAME" >/dev/null || die "cannot set the cluster name on $(node_name 1)"
   say "$n node(s) running ($(awk -v a="$t_start" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b - a}') s); AMQP URIs:"
   cmd_uris "$n"
 }

@@ -5,7 +5,8 @@ capture its output; a command that fails or hangs is a failed action with a one-
 never an exception, so the run goes on and the coordinator still brings the node back.
 
 * local: ``cluster.sh`` shipped inside this package (scripts/cluster.sh runs the same file), so a
-  pip-installed rbench reaches the local cluster without a checkout; rabbit-i maps to its node i.
+  pip-installed rbench reaches the local cluster without a checkout; rabbit-i maps to its node i, and
+  rabbit4-i to node i of its RabbitMQ 4.0 cluster (the script run with RBENCH_CLUSTER_VERSION=4).
 * command: the workload's templates, e.g. ``ssh {host} sudo pkill -9 -f beam.smp``, formatted with
   the node's name, the cluster's name and the node's own placeholders, each shell-quoted (one argument
   whatever it holds; a placeholder inside quotes is refused, since quotes there would not hold).
@@ -24,7 +25,7 @@ from typing import Protocol
 
 from rbench.config.types import FaultControlPlan
 from rbench.config.uri import mask_text
-from rbench.faults.terms import local_index
+from rbench.faults.terms import LocalNode, local_node
 
 MAX_ERROR_CHARS = 300
 
@@ -60,13 +61,16 @@ def script_path() -> Path:
     return Path(__file__).with_name("cluster.sh")
 
 
-def run_command(verb: str, node: str, command: str | list[str], timeout_s: float) -> ActionResult:
-    """Run ``command`` (a shell line, or an argv) in its own session; on timeout kill its whole group."""
+def run_command(verb: str, node: str, command: str | list[str], timeout_s: float,
+                env: dict[str, str] | None = None) -> ActionResult:
+    """Run ``command`` (a shell line, or an argv) in its own session; on timeout kill its whole group.
+    ``env``: variables set on top of rbench's own environment."""
     shown = mask_text(command if isinstance(command, str) else shlex.join(command))
     t_start = time.time_ns()
     try:
         proc = subprocess.Popen(command, shell=isinstance(command, str), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace",
+                                env={**os.environ, **env} if env else None,
                                 start_new_session=True)      # a Ctrl-C meant for rbench must not cut a restore short
     except OSError as exc:
         t = time.time_ns()
@@ -95,30 +99,50 @@ _LOCAL_VERBS = {"kill": "kill", "start": "start-node", "stop": "stop-node", "pau
 
 
 class LocalExecutor:
-    """The nodes rabbit-1 … rabbit-N of cluster.sh on this machine (RBENCH_CLUSTER_DIR as the script reads it)."""
+    """The nodes of cluster.sh's local clusters on this machine: rabbit-1 … rabbit-N (3.10) and rabbit4-1 …
+    (RabbitMQ 4.0), each through the script run with its layout's RBENCH_CLUSTER_VERSION (RBENCH_CLUSTER_DIR
+    as the script reads it)."""
 
     def __init__(self, timeout_s: float, script: Path | None = None) -> None:
         self.timeout_s = timeout_s
         self.script = script or script_path()
 
+    @staticmethod
+    def _node(node: str) -> LocalNode:
+        found = local_node(node)
+        if found is None:
+            raise ValueError(f"local fault executor: {node!r} is no node of the local clusters (rabbit-I, rabbit4-I)")
+        return found
+
+    @staticmethod
+    def env(node: str) -> dict[str, str]:
+        """The script's environment for ``node``: which layout (cluster) it belongs to."""
+        return {"RBENCH_CLUSTER_VERSION": LocalExecutor._node(node).layout}
+
     def argv(self, verb: str, node: str) -> list[str]:
-        index = local_index(node)
-        if index is None or verb not in _LOCAL_VERBS:
+        if verb not in _LOCAL_VERBS:
             raise ValueError(f"local fault executor: no {verb!r} for node {node!r}")
-        return ["bash", str(self.script), _LOCAL_VERBS[verb], str(index)]
+        return ["bash", str(self.script), _LOCAL_VERBS[verb], str(self._node(node).index)]
 
     def run(self, verb: str, node: str) -> ActionResult:
-        return run_command(verb, node, self.argv(verb, node), self.timeout_s)
+        return run_command(verb, node, self.argv(verb, node), self.timeout_s, self.env(node))
 
     def check(self, nodes: list[str]) -> str | None:
-        wanted = {f"rabbit-{local_index(n)}@localhost" for n in nodes}
-        top = max(local_index(n) or 1 for n in nodes)
-        result = run_command("status", "", ["bash", str(self.script), "status", str(top)], 60.0)
-        states = dict(line.split(" ", 1) for line in result.output.splitlines() if line.startswith("rabbit-") and " " in line)
-        down = sorted(n for n in wanted if not states.get(n, "").startswith("running"))
-        if down:
-            return (f"{', '.join(down)} not running on this machine ({states.get(down[0], 'unknown').strip()}); "
-                    f"start the local cluster with scripts/cluster.sh start")
+        """Every node named runs, asking each layout's cluster once (cluster.sh status)."""
+        layouts: dict[str, list[LocalNode]] = {}
+        for n in nodes:
+            found = self._node(n)
+            layouts.setdefault(found.layout, []).append(found)
+        for layout, wanted in sorted(layouts.items()):
+            top = max(w.index for w in wanted)
+            result = run_command("status", "", ["bash", str(self.script), "status", str(top)], 60.0,
+                                 {"RBENCH_CLUSTER_VERSION": layout})
+            states = dict(line.split(" ", 1) for line in result.output.splitlines() if "@" in line and " " in line)
+            down = sorted({w.erlang_name for w in wanted if not states.get(w.erlang_name, "").startswith("running")})
+            if down:
+                start = "scripts/cluster.sh start" if layout == "3" else f"RBENCH_CLUSTER_VERSION={layout} scripts/cluster.sh start"
+                return (f"{', '.join(down)} not running on this machine ({states.get(down[0], 'unknown').strip()}); "
+                        f"start the local cluster with {start}")
         return None
 
 

@@ -113,6 +113,19 @@ class Finding:
     def label(self) -> str:
         return f"{self.cluster} step {shown_step(self.step)} {self.metric}"
 
+    @property
+    def broker_change(self) -> str | None:
+        """'broker changed 3.10.8 → 4.0.5' when the broker version of the nights from the shift to tonight differs
+        from the last night before it (history column broker_version, from run.json); None when it did not or is unknown.
+        A regression across a broker upgrade is first a question about the broker, not about rbench."""
+        versions = [r.get("broker_version") for r in self.runs]
+        if not versions:
+            return None
+        start = self.night_of_change if self.night_of_change is not None else len(versions) - 1
+        before = next((v for v in reversed(versions[:start]) if v), None)
+        after = next((v for v in versions[start:] if v and v != before), None)
+        return f"broker changed {before} → {after}" if before and after else None
+
 
 @dataclass
 class Result:
@@ -247,4 +260,6 @@ def judge(f: Finding, t: Thresholds) -> Finding:
         last = f.change_points[-1] if f.change_points else None
         f.reason = f"last {f.gate.recent} night(s) {f.gate.change:+.1%} against the baseline (p {format_p(f.gate.p_value)})" + (
             f"; last change point {f.nights[last.index]} ({last.change:+.1%})" if last else "")
+    if f.status == "regression" and f.broker_change:
+        f.reason += f"; {f.broker_change}"
     return f

@@ -90,7 +90,7 @@ def run_metadata(run: RunRecord, commit: str | None, broker_version: str | None)
         out[c.name] = {
             "started_at": run.started_at, "workload_hash": run.workload_hash,
             "rbench_version": None if run.host is None else run.host.rbench,
-            "broker_version": broker_version or run.broker_version(c),
+            "broker_version": run.broker_version(c) or broker_version,     # what the run read from the broker wins
             "commit": commit, "driver": run.driver, "run_status": run.status,
             "nodes": c.nodes, "instance_type": c.instance_type, "volume_type": c.volume_type,
             "volume_gb": None if c.volume_gb is None else float(c.volume_gb), "tasks": c.tasks,

@@ -54,6 +54,8 @@ def _row(f: Finding) -> list[str]:
     change = f"{g.change:+.1%}" if g else "–"
     p = format_p(g.p_value).lstrip("= ") if g else "–"
     status = "**REGRESSION**" if f.status == "regression" else f.status
+    if f.status == "regression" and f.broker_change:
+        status += f" ({f.broker_change})"
     return [f.cluster, str(shown_step(f.step)), f.metric, str(len(f.values)), tonight, base, change, p, status]
 
 

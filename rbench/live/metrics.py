@@ -13,8 +13,11 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-from prometheus_client import CollectorRegistry, start_http_server
+from prometheus_client import CollectorRegistry
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+
+from rbench.config.types import OPEN_METRICS, MetricsAccess
+from rbench.live.metrics_http import serve_registry
 
 BOUNDS_S = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0)
 _BOUNDS_NS = np.asarray(BOUNDS_S) * 1e9
@@ -82,9 +85,11 @@ class TaskMetrics:
                 yield hfamily
 
 
-def serve(metrics: TaskMetrics, port: int) -> tuple[Any, int]:
-    """Serve /metrics on `port` (0 = any free port); returns (server, actual port)."""
+def serve(metrics: TaskMetrics, port: int, access: MetricsAccess = OPEN_METRICS) -> tuple[Any, int]:
+    """Serve /metrics on `access.bind`:`port` (0 = any free port), with its auth and TLS; (server, actual port).
+
+    Any address by default: a Prometheus that scrapes the executors of a cluster reaches each on its
+    host's address (docs/metrics.md, "Who can read /metrics")."""
     registry = CollectorRegistry()
     registry.register(metrics)
-    server, _thread = start_http_server(port, addr="0.0.0.0", registry=registry)
-    return server, int(server.server_port)
+    return serve_registry(registry, port, access)

@@ -26,14 +26,16 @@ from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
-from prometheus_client import CollectorRegistry, push_to_gateway, start_http_server
+from prometheus_client import CollectorRegistry, push_to_gateway
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from rbench import __version__
+from rbench.config.types import OPEN_METRICS, MetricsAccess
 from rbench.config.uri import mask_uri
 from rbench.errors import ConfigError, RbenchError
 from rbench.live import histogram
 from rbench.live.control.wire import Progress
+from rbench.live.metrics_http import serve_registry
 
 EXPORT_EVERY = 2                    # every 2nd control edge: 10 buckets per decade
 LOW_S, HIGH_S = 1e-5, 100.0
@@ -95,6 +97,7 @@ class RunMetrics:
         self.registry.register(self)
         self._server: Any = None
         self.port: int | None = None
+        self.tls = False
 
     # ---- fed by rbench.live.control.ProgressBoard ------------------------------------------------
     def add(self, line: Progress) -> None:
@@ -156,13 +159,13 @@ class RunMetrics:
             yield info
 
     # ---- serving and pushing -----------------------------------------------------------------------
-    def serve(self, port: int, addr: str = "0.0.0.0") -> int:
-        """Serve /metrics on `port` (0 = any free port); returns the port."""
+    def serve(self, port: int, access: MetricsAccess = OPEN_METRICS) -> int:
+        """Serve /metrics on `access.bind`:`port` (0 = any free port), with its basic auth and TLS; the port."""
         try:
-            self._server, _ = start_http_server(port, addr=addr, registry=self.registry)
+            self._server, self.port = serve_registry(self.registry, port, access)
         except OSError as exc:
-            raise ConfigError(f"--metrics-port: cannot listen on port {port} ({exc.strerror})") from None
-        self.port = int(self._server.server_port)
+            raise ConfigError(f"--metrics-port: cannot listen on {access.bind} port {port} ({exc.strerror or exc})") from None
+        self.tls = access.tls
         return self.port
 
     def push(self, url: str, job: str = "rbench") -> None:
@@ -199,12 +202,13 @@ class RunMetrics:
             self._server = None
 
 
-def start(board: Any, run_id: str, workload: Any, driver: str, port: int | None) -> RunMetrics:
+def start(board: Any, run_id: str, workload: Any, driver: str, port: int | None,
+          access: MetricsAccess = OPEN_METRICS) -> RunMetrics:
     """Attach a RunMetrics to the driver's ProgressBoard and serve it when `port` is not None."""
     metrics = RunMetrics(run_id, workload, driver)
     board.hooks.append(metrics.add)
     if port is not None:
-        metrics.serve(port)
+        metrics.serve(port, access)
     return metrics
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from rbench.errors import ConfigError
 from rbench.perftest import values as v
-from rbench.perftest.connection import connection_uris
+from rbench.perftest.connection import broker_metrics, connection_layout, connection_uris
 from rbench.perftest.grammar import Parsed
 from rbench.perftest.option import NO_EFFECT
 from rbench.perftest.options import PERFTEST_OPTIONS, opt, refuse
@@ -400,6 +400,7 @@ def to_workload(p: Parsed) -> Mapped:
                       "instance_type": p.first("instance-type") or "local",
                       "volume_type": p.first("volume-type") or "local"}],
         "producers": x * xc, "consumers": y * yc,
+        **connection_layout(p, xc, yc),
         "exchange": _exchange(p),
         "publisher": {"mandatory": "mandatory" in flags, "persistent": persistent},
         "consumer": {},
@@ -466,6 +467,8 @@ def to_workload(p: Parsed) -> Mapped:
             raise ConfigError("-z: expected a run time (-z SECONDS), --rate-steps, --rate-search, a message count (-C N) or -ew "
                               "(rbench runs have an end; PerfTest's default is to run until stopped)")
     _metrics(p, w)
+    if (sampled := broker_metrics(p)) is not None:
+        w.update(broker_metrics=sampled)          # the workload dict being built, not run.json
     _progress(p, w, test_id)
     for o in p.order:
         if o.notice and o.key in ("uris",):

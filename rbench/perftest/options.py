@@ -50,11 +50,10 @@ PERFTEST_OPTIONS: tuple[Option, ...] = (
     # ---- connection ------------------------------------------------------------------------
     _o("h", "uri", "one", "URI", "connection URI, default is amqp://localhost", HONOURED,
        "clusters[0].uris (default amqp://guest:guest@127.0.0.1:5672/)", "connection"),
-    _o("H", "uris", "one", "URI,URI", "connection URIs (separated by commas)", DIFFERS,
-       "clusters[0].uris in fail-over order: every Spark task connects to the first URI that answers, where PerfTest "
-       "spreads its connections over the URIs", "connection",
-       notice="-H/--uris: every Spark task connects to the first URI that answers (fail-over order); PerfTest spreads "
-              "connections over the URIs"),
+    _o("H", "uris", "one", "URI,URI", "connection URIs (separated by commas)", HONOURED,
+       "clusters[0].uris: connections spread over them round-robin (connection i to URI i mod N first, then the next "
+       "ones on failure), as PerfTest spreads its connections; with --connections per_task each Spark task's one "
+       "connection goes to the first URI that answers", "connection"),
     _o("b", "heartbeat", "one", "SECONDS", "requested heartbeat interval, default is 0 (no interval requested)", HONOURED,
        "heartbeat=N on every AMQP URI (0 leaves rbench's request of 60 s, which the broker's value caps, as "
        "PerfTest's 0 takes the broker's)", "connection"),
@@ -84,15 +83,17 @@ PERFTEST_OPTIONS: tuple[Option, ...] = (
        "rbench's reconnect rounds follow a fixed back-off (0.1, 0.25, 0.5, 1, then every 2 s, until "
        "reconnect_timeout; docs/drivers.md): there is no interval to set", "connection"),
     _o("cal", "connection-allocation", "one", "random|round-robin",
-       "the way to allocate connection across nodes (random or round-robin), default is random.", REFUSED,
-       "rbench opens one connection per Spark task, to the first URI of -h/-H that answers (fail-over order)",
-       "connection"),
+       "the way to allocate connection across nodes (random or round-robin), default is random.", DIFFERS,
+       "connections spread over the URIs of -h/-H round-robin (connection i of the cluster to node i mod N first, then "
+       "the next ones on failure) whatever the value: round-robin is what it asks, random spreads them as evenly "
+       "on average", "connection"),
     # ---- producers -------------------------------------------------------------------------
     _o("x", "producers", "one", "N", "producer count, default is 1", HONOURED, "producers (times -X)", "producers"),
-    _o("X", "producer-channel-count", "one", "N", "channels per producer, default is 1", DIFFERS,
-       "producers = -x × -X: each PerfTest producer channel is one rbench producer (own channel, own rate); rbench "
-       "multiplexes every producer and consumer of a Spark task on one connection where PerfTest opens one per "
-       "producer", "producers"),
+    _o("X", "producer-channel-count", "one", "N", "channels per producer, default is 1", HONOURED,
+       "producers = -x × -X and producer_channels = -X: each PerfTest producer channel is one rbench producer (own "
+       "channel, own rate), and with connections: per_client (rbench perftest's default) each -X of them share one "
+       "connection, as PerfTest's producer does (a Spark task's producers are grouped in order, so a group split "
+       "over two tasks opens one connection in each)", "producers"),
     _o("r", "rate", "one", "MSG/S", "producer rate limit, default is no limit", HONOURED,
        "rate (msg/s per producer); -1 (PerfTest's default) is unlimited; other negative values and 0 are refused (use -x 0 for no publishing)",
        "producers"),
@@ -162,9 +163,9 @@ PERFTEST_OPTIONS: tuple[Option, ...] = (
        "rbench's producers run on each Spark task's event loop; there is no scheduler thread pool", "producers"),
     # ---- consumers -------------------------------------------------------------------------
     _o("y", "consumers", "one", "N", "consumer count, default is 1", HONOURED, "consumers (times -Y)", "consumers"),
-    _o("Y", "consumer-channel-count", "one", "N", "channels per consumer, default is 1", DIFFERS,
-       "consumers = -y × -Y: each PerfTest consumer channel is one rbench consumer; rbench multiplexes a Spark task's "
-       "clients on one connection where PerfTest opens one per consumer", "consumers"),
+    _o("Y", "consumer-channel-count", "one", "N", "channels per consumer, default is 1", HONOURED,
+       "consumers = -y × -Y and consumer_channels = -Y: each PerfTest consumer channel is one rbench consumer, and each "
+       "-Y of them share one connection (connections: per_client), as PerfTest's consumer does", "consumers"),
     _o("R", "consumer-rate", "one", "MSG/S", "consumer rate limit, default is no limit", HONOURED,
        "consumer.rate: each consumer finishes (acks) at most this many messages per second; -1 (PerfTest's default) is "
        "unlimited, other negative values are refused; refused with -a",
@@ -430,6 +431,13 @@ RBENCH_OPTIONS: tuple[Option, ...] = (
     _o(None, "nodes", "one", "N", "", RBENCH, "clusters[0].nodes, for the cost model", "rbench"),
     _o(None, "instance-type", "one", "TYPE", "", RBENCH, "clusters[0].instance_type, for the cost model", "rbench"),
     _o(None, "volume-type", "one", "TYPE", "", RBENCH, "clusters[0].volume_type, for the cost model", "rbench"),
+    _o(None, "management-uri", "one", "URL,…", "", RBENCH,
+       "broker_metrics.management_urls: the broker sampler's management API (http://HOST:PORT, /api added), the "
+       "first that answers speaks for the cluster; default: off the standard AMQP port, the one the broker serving "
+       "-h lists (docs/broker.md), else the -h host at 15672", "rbench"),
+    _o(None, "prometheus-uri", "one", "URL,…", "", RBENCH,
+       "broker_metrics.prometheus_urls: every node's Prometheus endpoint (http://HOST:PORT, /metrics added); "
+       "default: the node's own, as its management API lists it, else the -h host at 15692", "rbench"),
     _o(None, "driver", "one", "amqp091|aiopika|stream", "", RBENCH, "driver (default amqp091)", "rbench"),
     _o(None, "print-workload", "none", "", "", RBENCH, "print the workload YAML these options mean and exit",
        "rbench"),
@@ -443,6 +451,11 @@ RBENCH_OPTIONS: tuple[Option, ...] = (
     _o(None, "no-reduce", "none", "", "", RBENCH, "skip the summary after the run", "rbench"),
     _o(None, "quiet", "none", "", "", RBENCH, "no status line per interval (the CSV of -o is still written)", "rbench"),
     _o(None, "timings", "none", "", "", RBENCH, "print where the wall-clock seconds went (start-up, load, reduce)",
+       "rbench"),
+    _o(None, "connections", "one", "per_client|per_task|N", "", RBENCH, "connections: per_client (default here: one per "
+       "producer and consumer, as PerfTest), per_task or N per Spark task (docs/connections.md)", "rbench"),
+    _o(None, "idle-connections", "one", "N", "", RBENCH, "idle_connections: N idle connections per task", "rbench"),
+    _o(None, "connect-rate", "one", "R/s", "", RBENCH, "connect_rate: open every connection paced at R per second",
        "rbench"),
 )
 

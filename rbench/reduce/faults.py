@@ -70,16 +70,16 @@ FIGURES: list[tuple[str, pa.DataType, str]] = [
     ("window_end_s", pa.float64(), f"fault window end: {FAULT_AFTER_S:g} s after the node was back (after the end "
      "of the cluster's load when it never came back)"),
     ("lost", pa.int64(), "expected copies of messages sent in the window with outcome ack (or unconfirmed, confirms "
-     "off) that no consumer of their queue received at any time in the run (the per-step definition; must be 0 for "
-     "quorum queues with confirms)"),
+     "off) that no consumer of their queue (their reader: each plain consumer of a stream) received at any time in "
+     "the run (the per-step definition; must be 0 for quorum queues with confirms)"),
     ("connection_lost", pa.int64(), "messages sent in the window with outcome connection_lost: in flight when their "
      "connection died, never confirmed and never re-sent"),
     ("connection_lost_consumed", pa.int64(), "of those, messages a consumer received anyway (on any queue): delivered, "
      "not lost"),
-    ("duplicated", pa.int64(), "copies (same producer + seq on the same queue) sent in the window and received more "
-     "than once"),
+    ("duplicated", pa.int64(), "copies (same producer + seq on the same queue, for the same reader) sent in the window "
+     "and received more than once"),
     ("reordered", pa.int64(), "deliveries of messages sent in the window whose seq is lower than one already received "
-     "from the same producer on the same queue (receive order t_received, ties by seq)"),
+     "by the same consumer from the same producer on the same queue (receive order t_received, ties by seq)"),
     ("redelivered", pa.int64(), "deliveries of messages sent in the window that the broker flagged redelivered"),
     ("run_lost", pa.int64(), "lost over the whole run: every message of the cluster, warm-ups included"),
     ("run_connection_lost", pa.int64(), "connection_lost messages over the whole run"),
@@ -167,7 +167,7 @@ def _cluster_rows(run: RunMeta, c: ClusterRecord, t0: int, faults: list[FaultRec
                          f"around the attempt")
         step = next((s for s in windows if s["start_ns"] <= f.t_start_ns < s["end_ns"]), None)
         rec = consume_recovery(consumed, t0, None if step is None else int(step["meas_start_ns"]),
-                               None if step is None else int(step["end_ns"]), f.t_start_ns, disturbed)
+                               None if step is None else int(step["meas_end_ns"]), f.t_start_ns, disturbed)
         if step is not None:
             # an earlier fault disturbs from its start through its recovery run (a backlog caught up there would
             # inflate the next fault's pre-fault mean), or to its step's end when the rate was not back

@@ -18,21 +18,28 @@ import pyarrow.parquet as pq
 
 from rbench.errors import ConfigError, SinkError
 from rbench.reduce import broker as brokermod
+from rbench.reduce import churn as churnmod
+from rbench.reduce import connections as connmod
 from rbench.reduce import costs as costmod
 from rbench.reduce import leaderboard as lb
+from rbench.reduce import rereads, unroutable
 from rbench.reduce.load import RunMeta, check_same_workload, load_samples, read_run
 from rbench.reduce.metrics import LATENCIES, PERCENTILE_METHOD
 from rbench.reduce.stats import reduce_samples
+from rbench.samples.connections import CONNECT_METHOD
 from rbench.samples.conventions import STALE_MEANING, STEP_NUMBERING, shown_step, stale_note
 from rbench.samples.generator import judge
 
 RATE_METHOD = ("achieved rate = rows whose t_sent (publish) / t_confirmed with outcome ack (confirm) / t_received (consume, "
-               "stale deliveries excluded) falls inside the step's measurement window [start + warm-up, end), any step tag, "
+               "stale deliveries excluded) falls inside the step's measurement window (its start less the warm-up and the "
+               "producers' start delays; with a message count, its end at the first producer's last send), any step tag, "
                "÷ window length in s")
 MEASURED_SET = ("latencies and counts are over the step's measured messages: rows tagged with the step whose t_intended "
                 "is inside the measurement window")
 # clusters.csv and leaderboard.json "clusters": one row per (run, cluster) with what the reduce used and skipped
-CLUSTERS_SCHEMA = pa.schema([("run_id", pa.string()), ("cluster", pa.string()), ("t0_ns", pa.int64()), ("stale", pa.int64())])
+CLUSTERS_SCHEMA = pa.schema([("run_id", pa.string()), ("cluster", pa.string()), ("t0_ns", pa.int64()), ("stale", pa.int64()),
+                             *[(name, pa.int64()) for name in rereads.WHOLE_RUN], *brokermod.CLUSTER_COLUMNS,
+                             *connmod.COLUMN_TYPES])
 
 
 @dataclass
@@ -44,7 +51,7 @@ class ReduceResult:
     steps: list[dict[str, Any]]
     leaderboard: dict[str, Any]
     notes: list[str] = field(default_factory=list)
-    clusters: list[dict[str, Any]] = field(default_factory=list)   # per (run, cluster): t0_ns, stale
+    clusters: list[dict[str, Any]] = field(default_factory=list)   # per (run, cluster): t0_ns, stale, unroutable_…
     phases: list[dict[str, Any]] = field(default_factory=list)     # consumer.pause runs: per phase (reduce/phases.py)
     broker: list[dict[str, Any]] = field(default_factory=list)     # broker samples on the client's time axis
     faults: list[dict[str, Any]] = field(default_factory=list)     # per fault of run.json (reduce/faults.py)
@@ -56,12 +63,15 @@ class ReduceResult:
 def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path | None = None, tolerance: float = 0.02,
                 latency_limit_s: float = 1.0, target_rate: float | None = None, force: bool = False,
                 costs_path: str | Path | None = None, master: str | None = None, render: bool = True,
-                search: dict[str, Any] | None = None, mark: Callable[[str], None] | None = None) -> ReduceResult:
+                search: dict[str, Any] | None = None, mark: Callable[[str], None] | None = None,
+                figures: Callable[[ReduceResult], None] | None = None) -> ReduceResult:
     """Reduce one or more runs into one report; see docs/reduce.md for every definition.
 
     ``search``: the search.json of a rate search whose probes these runs are; it is kept in
     leaderboard.json (``search``) and gives each cluster's verdict and the report's probe plot.
-    ``mark``: told the end of each part of the reduce (`rbench run --timings` prints them)."""
+    ``mark``: told the end of each part of the reduce (`rbench run --timings` prints them).
+    ``figures``: given the result as soon as the tables are written, before the report's plots are drawn (seconds),
+    so `rbench run` prints its summary then; ``report`` is the path the HTML is written to next."""
     mark = mark or _no_mark
     if not run_dirs:
         raise ConfigError("reduce: give at least one run directory")
@@ -99,8 +109,12 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
         s["matched"] = lb.is_matched(s, tolerance, latency_limit_ms)
     steps_tbl = steps_tbl.append_column("matched", pa.array([s["matched"] for s in steps], pa.bool_()))
     steps_tbl = _self_check(steps_tbl, steps, samples.runs)
+    steps_tbl = _with_broker(steps_tbl, samples.runs)
     series = brokermod.load_series(samples.runs)
     steps_tbl = brokermod.add_step_figures(steps_tbl, series)
+    clusters = brokermod.add_cluster_figures(clusters, series)
+    steps_tbl = connmod.add_figures(steps_tbl, clusters, samples.runs, series)
+    steps_tbl = churnmod.add_figures(steps_tbl, samples.runs)
     steps = steps_tbl.to_pylist()
     broker_tbl = brokermod.series_table(series)
     phases = _phases(samples, series)
@@ -113,9 +127,16 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
     board = lb.board(steps, costs, prices, tolerance, latency_limit_ms, target_rate, search)
     notes += _step_notes(steps)
     notes += [stale_note(c["run_id"], c["cluster"], c["stale"]) for c in clusters if c["stale"]]
+    notes += unroutable.notes(clusters, steps)
+    notes += rereads.notes(clusters, steps)
     meta = _meta(samples.runs, board)
     notes += [f"{r}: cluster {c}: no broker samples (broker/ missing or empty)" for r, c in _unsampled(samples.runs, series)]
     meta["broker_method"] = BROKER_METHOD
+    meta["unroutable_method"] = unroutable.METHOD
+    meta["delivered_again_method"] = rereads.METHOD
+    meta["connect_method"] = CONNECT_METHOD + "; " + connmod.MEM_METHOD
+    if any(s.get("churn_target_per_s") is not None for s in steps):
+        meta["churn_method"] = churnmod.METHOD
     mark("broker figures, verdicts and leaderboards")
     out_dir = _write_outputs(out_dir, steps_tbl, tl_tbl, board, notes, meta, clusters, search)
     broker = broker_tbl.to_pylist()
@@ -126,12 +147,50 @@ def reduce_runs(run_dirs: list[str | Path], session: Any = None, out: str | Path
         faults_doc = write_faults(out_dir, fault_rows)
     report = out_dir / "report.html"
     mark("tables written")
+    if figures is not None:
+        figures(ReduceResult(out_dir, report, steps, board, notes, clusters, phases, broker, fault_rows))
     if render:
         from rbench.report.render import render_report
         report = render_report(out_dir, steps, tl, board, notes, meta, broker=broker, phases=phases, faults=faults_doc,
                                search=search)
         mark("report rendered (plots, HTML)")
     return ReduceResult(out_dir, report, steps, board, notes, clusters, phases, broker, fault_rows)
+
+
+def warm_up_summary() -> None:
+    """Import, on a daemon thread, what the reduce on the driver and the summary first use: pyarrow (and the
+    pandas it loads on its first array from numpy) and the driver passes, ~0.7 s of CPU here. `rbench run`
+    calls it while the JVM starts (the coordinator's thread only waits then), so those first imports are
+    neither between the last message and the summary nor on the way to the first send (docs/reduce.md)."""
+    def imports() -> None:
+        import numpy as np
+        import pyarrow as pa
+
+        import rbench.reduce.small  # noqa: F401
+        pa.array(np.zeros(1, dtype=np.int64))
+
+    _once("rbench-reduce-imports", imports)
+
+
+def warm_up_report() -> None:
+    """Import, on a daemon thread, the report's plotting (matplotlib, ~0.8 s of CPU here). `rbench run`
+    calls it once the load has started: before, it would hold the GIL the coordinator's start gate needs."""
+    def imports() -> None:
+        import rbench.report.render  # noqa: F401
+
+    _once("rbench-report-imports", imports)
+
+
+_WARMED: set[str] = set()
+
+
+def _once(name: str, imports: Callable[[], None]) -> None:
+    """``imports`` on a daemon thread called ``name``, once per process."""
+    import threading
+
+    if name not in _WARMED:
+        _WARMED.add(name)
+        threading.Thread(target=imports, name=name, daemon=True).start()
 
 
 def _no_mark(what: str) -> None:
@@ -149,7 +208,8 @@ BROKER_METHOD = ("broker samples (broker/ Parquet, docs/broker.md) on the client
                  "declares, else the management API, else Prometheus; memory = management mem_used, else Prometheus "
                  "resident memory, else the beam RSS; CPU = the beam process's CPU seconds from /proc, else the Erlang "
                  "runtime from Prometheus. Per step: broker CPU seconds over the measurement window (counter rise over "
-                 "the samples inside, scaled to the window) ÷ messages delivered in it, and the largest memory sample")
+                 "the samples inside, scaled to the window) ÷ messages delivered in it, the largest memory sample, and "
+                 "messages dropped as unroutable (" + unroutable.STEP_METHOD + ")")
 
 
 def _phases(samples: Any, series: list[brokermod.BrokerSeries]) -> list[dict[str, Any]]:
@@ -212,6 +272,14 @@ def _self_check(table: pa.Table, steps: list[dict[str, Any]], runs: list[RunMeta
     return table
 
 
+def _with_broker(table: pa.Table, runs: list[RunMeta]) -> pa.Table:
+    """Each step's broker ("RabbitMQ 4.0.5", run.json clusters[].broker; null for a run that did not record it), so
+    steps from runs on different brokers say so side by side."""
+    brokers = {(r.run_id, c.name): c.broker.short() for r in runs for c in r.clusters if c.broker is not None}
+    keys = zip(table.column("run_id").to_pylist(), table.column("cluster").to_pylist())
+    return table.append_column("broker", pa.array([brokers.get(k) for k in keys], pa.string()))
+
+
 def _step_notes(steps: list[dict[str, Any]]) -> list[str]:
     notes = []
     for s in steps:
@@ -230,7 +298,12 @@ def _meta(runs: list[RunMeta], board: dict[str, Any]) -> dict[str, Any]:
         "runs": [{"run_id": r.run_id, "status": r.status, "workload_name": r.record.workload_name,
                   "workload_hash": r.workload_hash, "warmup_s": r.warmup_s, "driver": r.record.driver,
                   "started_at": r.record.started_at, "ended_at": r.record.ended_at, "clock": r.record.clock,
-                  "dir": str(r.run_dir)} for r in runs],
+                  "dir": str(r.run_dir),
+                  # the broker read before the run, and the variant's settings asked for (run.json clusters[])
+                  "brokers": {c.name: "; ".join(x.line() for x in (c.broker, c.variant) if x is not None)
+                              for c in r.record.clusters if c.broker is not None or c.variant is not None},
+                  "broker_versions": {c.name: c.broker.short() for c in r.record.clusters if c.broker is not None}}
+                 for r in runs],
         "percentile_method": PERCENTILE_METHOD,
         "rate_method": RATE_METHOD,
         "measured_set": MEASURED_SET,

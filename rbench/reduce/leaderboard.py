@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from rbench.reduce.connections import CONN_MEM_COLUMN, MEM_COLUMN, connections_per_gib
 from rbench.reduce.costs import cost_per_krate
 from rbench.reduce.ranking import rank, shown_money, shown_rate
 from rbench.reduce.verdict import verdicts
@@ -24,9 +25,12 @@ Row = dict[str, Any]
 
 BROKER_COLS = ("broker_cpu_us_per_msg", "broker_mem_peak_mb")      # rbench.reduce.broker's per-step figures
 TOP_COLUMNS = ("cluster", "run_id", "step", "target_rate", "consume_rate", "publish_rate", "e2e_p99_ms", "matched",
-               "generator_bound", *BROKER_COLS)
-MATCHED_COLUMNS = ("cluster", "run_id", "step", "target_rate", "consume_rate", "e2e_p99_ms", "generator_bound", *BROKER_COLS)
+               "generator_bound", *BROKER_COLS, "broker")
+MATCHED_COLUMNS = ("cluster", "run_id", "step", "target_rate", "consume_rate", "e2e_p99_ms", "generator_bound", *BROKER_COLS,
+                   "broker")
 COST_TOP_COLUMNS = ("cluster", "nodes", "instance_type", "volume_type", "monthly_cost", "consume_rate", "cost_per_1k_rate")
+CONNECTIONS_COLUMNS = ("cluster", "run_id", "idle_connections", MEM_COLUMN, CONN_MEM_COLUMN, "connections_per_gib",
+                       "connect_p99_ms", "broker")
 COST_TARGET_COLUMNS = ("cluster", "nodes", "instance_type", "monthly_cost", "target_rate", "highest_matched_target",
                        "cost_per_1k_rate")
 
@@ -110,6 +114,21 @@ def cost_at_target(steps: list[Row], costs: list[Row], target_rate: float) -> li
     return _by_cost(rows)
 
 
+def connections_per_gib_board(steps: list[Row]) -> list[Row]:
+    """Per cluster, idle connections per GiB of broker memory (1 GiB ÷ broker_mem_per_connection_kib) from its run with
+    the most idle connections (the estimate is firmest there), most first, ranked on the whole number printed.
+    Clusters whose runs opened no idle connections, or had no broker samples, are absent."""
+    measured = [s for s in steps if s.get(MEM_COLUMN) is not None and (s.get("idle_connections") or 0) > 0]
+    best = _best_per_cluster(measured, lambda s: (-s["idle_connections"], s["run_id"], s["step"]))
+    rows = [_pick({**s, "connections_per_gib": connections_per_gib(s[MEM_COLUMN])}, CONNECTIONS_COLUMNS) for s in best]
+    rows.sort(key=lambda r: (-_shown_count(r["connections_per_gib"]), r["cluster"]))
+    return rank(rows, lambda r: _shown_count(r["connections_per_gib"]) or None)
+
+
+def _shown_count(x: float | None) -> float:
+    return float(round(x)) if x is not None else 0.0
+
+
 def default_target(steps: list[Row]) -> float | None:
     """The highest target every cluster matched (fair comparison), else the highest any matched."""
     clusters = {s["cluster"] for s in steps}
@@ -138,6 +157,7 @@ def board(steps: list[Row], costs: list[Row], prices: Any, tolerance: float, lat
         "target_rate": chosen,
         "target_rate_chosen_by": "--target-rate" if target_rate is not None else "highest target every cluster matched",
         "cost_at_target": cost_at_target(steps, costs, chosen) if chosen is not None else [],
+        "connections_per_gib": connections_per_gib_board(steps),
         "costs": costs,
         "tolerance": tolerance, "latency_limit_ms": latency_limit_ms,
         "prices": {"path": prices.path, "source": prices.source, "currency": prices.currency,
@@ -152,6 +172,7 @@ RANKED_ON: dict[str, Callable[[Row], Any]] = {
     "highest_matched": lambda r: r.get("target_rate"),
     "cost_at_top": lambda r: shown_money(r.get("cost_per_1k_rate")),
     "cost_at_target": lambda r: shown_money(r.get("cost_per_1k_rate")),
+    "connections_per_gib": lambda r: _shown_count(r.get("connections_per_gib")) or None,
 }
 
 

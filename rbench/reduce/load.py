@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import NamedTuple
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
@@ -26,6 +26,7 @@ from rbench.samples.attempts import restarted_stage_note
 from rbench.samples.conventions import shown_step
 from rbench.samples.record import ClusterRecord, RunRecord, read_run_record
 from rbench.samples.runinfo import STEP_CUT
+from rbench.samples.windows import cut_text
 
 # the run's Parquet contract, as the recorder writes it (one definition, rbench.samples.schema)
 PUBLISHED_SCHEMA = from_arrow_schema(schema.PUBLISHED_SCHEMA)
@@ -74,9 +75,10 @@ class Samples:
     notes: list[str] = field(default_factory=list)
     published_files: list[str] = field(default_factory=list)
     consumed_files: list[str] = field(default_factory=list)
-    window_rows: list[tuple[Any, ...]] = field(default_factory=list)   # the step windows (window_rows)
+    window_rows: list[WindowRow] = field(default_factory=list)   # the step windows (window_rows)
     parts: list[tuple[str, str, str, list[str]]] = field(default_factory=list)   # (kind, run_id, cluster, part files)
     rows: int | None = None          # rows of every part file (their footers); None: not counted
+    cluster_rows: dict[tuple[str, str], int] = field(default_factory=dict)   # (run_id, cluster) → rows, both sides
 
     @cached_property
     def spark(self) -> SparkSession:
@@ -140,15 +142,15 @@ def committed_parts(run: RunMeta, kind: str) -> tuple[list[str], list[str]]:
                                   run.record.counted_attempts())
 
 
-def verify_parquet(files: list[str]) -> int:
+def verify_parquet(files: list[str]) -> dict[str, int]:
     """Read each part's footer with pyarrow; a corrupt or truncated one is a SinkError naming it. Returns the
-    rows the footers count (the reduce picks where its small passes run by it)."""
+    rows each footer counts (the reduce picks where its passes run by them)."""
     import pyarrow.parquet as pq
 
-    rows = 0
+    rows: dict[str, int] = {}
     for f in files:
         try:
-            rows += pq.read_metadata(f).num_rows
+            rows[f] = pq.read_metadata(f).num_rows
         except Exception as exc:  # pyarrow raises ArrowInvalid/OSError with long text
             first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
             raise SinkError(f"{f}: corrupt Parquet file ({first})") from None
@@ -165,37 +167,53 @@ def window_notes(runs: list[RunMeta]) -> list[str]:
         for c in run.clusters:
             for s in c.steps:
                 where = f"{run.run_id}: cluster {c.name} step {shown_step(s.step)}"
-                if s.window is None:
+                measured = s.measured(run.warmup_s)
+                if s.window is None or measured is None:
                     why = f" (the load stopped before it: {s.cut_by})" if s.cut_by else " (no window in run.json)"
                     notes.append(f"{where} not run{why}")
                     continue
                 start, end = s.window
                 if s.status == STEP_CUT:
-                    notes.append(f"{where} cut after {(end - start) / 1e9:.1f} s of its planned {s.duration_s:g} s "
-                                 f"({s.cut_by}): its rates are over the {(end - start) / 1e9:.1f} s it ran")
-                meas = int(start + run.warmup_s * 1e9)
-                window_s = (end - meas) / 1e9
-                if window_s <= 0:
-                    notes.append(f"{run.run_id}: cluster {c.name} step {shown_step(s.step)}: "
-                                 f"warm-up {run.warmup_s:g} s "
-                                 f"is as long as the step; no measurement window")
+                    notes.append(f"{where} {cut_text(s.duration_s, (end - start) / 1e9, s.cut_by)}")
+                if s.measure_note:
+                    notes.append(f"{where}: measurement window {(measured[1] - measured[0]) / 1e9:.2f} s: {s.measure_note}")
+                if measured[1] <= measured[0]:
+                    notes.append(f"{where}: warm-up {run.warmup_s:g} s and the producers' start leave no measurement "
+                                 f"window")
     return notes
 
 
-def window_rows(runs: list[RunMeta]) -> list[tuple[Any, ...]]:
-    """One row per (run, cluster, step) with a window in run.json: (run_id, cluster, step, target_rate, start_ns,
-    end_ns, meas_start_ns, window_s, warmup_s, t0_ns); the reduce builds its expressions from them."""
-    rows: list[tuple[Any, ...]] = []
+class WindowRow(NamedTuple):
+    """One step window of run.json, as the reduce's expressions use it (rbench.reduce.plan)."""
+
+    run_id: str
+    cluster: str
+    step: int
+    target_rate: float | None
+    start_ns: int               # the step's real start
+    end_ns: int                 # the measurement window's end (rbench.samples.windows)
+    meas_start_ns: int          # the measurement window's start
+    window_s: float             # the measurement window's length
+    warmup_s: float
+    t0_ns: int                  # the cluster's t0
+    step_end_ns: int            # the step's real end (where the load stopped, for the last step)
+
+
+def window_rows(runs: list[RunMeta]) -> list[WindowRow]:
+    """One row per (run, cluster, step) with a window in run.json; the reduce builds its expressions from them."""
+    rows: list[WindowRow] = []
     for run in runs:
         for c in run.clusters:
             for s in c.steps:
-                if s.window is None:
+                measured = s.measured(run.warmup_s)
+                if s.window is None or measured is None:
                     continue
                 start, end = s.window
-                meas = int(start + run.warmup_s * 1e9)
+                meas, meas_end = measured
                 target = s.target_rate
-                rows.append((run.run_id, c.name, s.step, None if target is None else float(target),
-                             start, end, meas, (end - meas) / 1e9, run.warmup_s, c.t0_ns if c.t0_ns is not None else start))
+                rows.append(WindowRow(run.run_id, c.name, s.step, None if target is None else float(target),
+                                      start, meas_end, meas, (meas_end - meas) / 1e9, run.warmup_s,
+                                      c.t0_ns if c.t0_ns is not None else start, end))
     return rows
 
 
@@ -226,12 +244,15 @@ def load_samples(spark: SparkSession | Callable[[], SparkSession], run_dirs: lis
     if not pub_files and not con_files:
         raise SinkError(f"{', '.join(str(r.run_dir) for r in runs)}: no committed Parquet samples "
                         f"(published/ and consumed/ are empty or missing)")
-    rows = verify_parquet(pub_files) + verify_parquet(con_files)
+    per_file = {**verify_parquet(pub_files), **verify_parquet(con_files)}
+    cluster_rows: dict[tuple[str, str], int] = {}
+    for run_id, cluster, files in pub_groups + con_groups:
+        cluster_rows[(run_id, cluster)] = cluster_rows.get((run_id, cluster), 0) + sum(per_file[f] for f in files)
     if not con_files:
         notes.append("no consumed samples at all: rates to consumers, latency, lost/duplicated/reordered cannot be measured")
     notes += window_notes(runs)
     parts = [("published", *g) for g in pub_groups] + [("consumed", *g) for g in con_groups]
-    return Samples(spark, runs, notes, pub_files, con_files, window_rows(runs), parts, rows)
+    return Samples(spark, runs, notes, pub_files, con_files, window_rows(runs), parts, sum(per_file.values()), cluster_rows)
 
 
 def _by_cluster(run_id: str, files: list[str]) -> list[tuple[str, str, list[str]]]:

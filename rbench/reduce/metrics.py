@@ -31,7 +31,7 @@ STEPS_SCHEMA = pa.schema([
     ("run_id", pa.string()), ("cluster", pa.string()), ("step", pa.int32()),
     ("target_rate", pa.float64()), ("window_s", pa.float64()),
     ("warmup_s", pa.float64()), ("start_ns", pa.int64()), ("end_ns", pa.int64()),
-    ("meas_start_ns", pa.int64()),
+    ("meas_start_ns", pa.int64()), ("meas_end_ns", pa.int64()),
     *[(c, pa.int64()) for c in COUNTS],
     *[(f"{m}_{n}_ms", pa.float64()) for m in METRICS for n in [*PCT_NAMES, "max"]],
     ("publish_rate", pa.float64()), ("confirm_rate", pa.float64()),

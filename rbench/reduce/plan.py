@@ -3,7 +3,7 @@
 (which step window, which second, which fault). rbench.reduce.small evaluates the same plan with numpy."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
 
 from pyspark.sql import Column
 from pyspark.sql import functions as F
@@ -11,22 +11,27 @@ from pyspark.sql import functions as F
 from rbench.reduce.recovery import fault_window
 from rbench.samples.faults import FaultRecord
 
+if TYPE_CHECKING:
+    from rbench.reduce.load import WindowRow
+
 MAX_FAULTS = 62                                # fault windows of one cluster a message can be in (bits of a long)
 
 
 class Plan:
     """Integer ids for the windows of run.json (gid = row index) and the (run, cluster) pairs (rc)."""
 
-    def __init__(self, window_rows: list[tuple[Any, ...]], faults: list[tuple[str, FaultRecord]] | None = None) -> None:
+    def __init__(self, window_rows: list[WindowRow], faults: list[tuple[str, FaultRecord]] | None = None) -> None:
         """``faults``: (run_id, fault) of every fault of run.json, in (run, cluster, index) order."""
         self.rows = window_rows
         self.rc: dict[tuple[str, str], int] = {}
         self.t0: dict[int, int] = {}
         self.by_rc: dict[int, list[tuple[int, int, int, int]]] = {}     # rc -> [(gid, step, meas, end)]
+        self.load_ends: dict[int, int] = {}                            # rc -> end of its last step
         for gid, r in enumerate(window_rows):
-            rc = self.rc.setdefault((r[0], r[1]), len(self.rc))
-            self.t0[rc] = min(self.t0.get(rc, r[9]), r[9])
-            self.by_rc.setdefault(rc, []).append((gid, r[2], r[6], r[5]))
+            rc = self.rc.setdefault((r.run_id, r.cluster), len(self.rc))
+            self.t0[rc] = min(self.t0.get(rc, r.t0_ns), r.t0_ns)
+            self.by_rc.setdefault(rc, []).append((gid, r.step, r.meas_start_ns, r.end_ns))
+            self.load_ends[rc] = max(self.load_ends.get(rc, r.step_end_ns), r.step_end_ns)
         # rc -> its faults in bit order (the cluster's first MAX_FAULTS by index) with their windows [lo, hi)
         self.faults: dict[int, list[tuple[FaultRecord, int, int]]] = {}
         for run_id, f in faults or []:
@@ -36,8 +41,8 @@ class Plan:
                 self.faults.setdefault(frc, []).append((f, lo, hi))
 
     def load_end(self, rc: int) -> int:
-        """End of the cluster's last step window (where its load stopped)."""
-        return max(e for *_, e in self.by_rc[rc])
+        """End of the cluster's last step (where its load stopped)."""
+        return self.load_ends[rc]
 
     def fault_mask(self, rc: int) -> Column:
         """Bit i set when the row's ``t_sent`` is in the window of the cluster's i-th fault (0: in none)."""

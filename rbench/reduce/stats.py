@@ -31,11 +31,12 @@ How it is computed (docs/reduce.md; nothing large leaves Spark):
    (the two-pass selection of rbench.reduce.percentiles).
 4. *message pass* (rbench.reduce.messages, rbench.reduce.message_checks): published candidates
    for loss and every delivery, narrowed to integers, hash-partitioned by (run, cluster, producer), checked per partition with numpy
-   (mapInArrow): reorders per (producer, queue) in receive order, duplicates and distinct
+   (mapInArrow): reorders per (producer, queue, consumer) in receive order, duplicates and distinct
    messages per step, losses (a sort-merge membership test).
 
-Small samples (``DRIVER_MAX_ROWS``) run the same passes on the driver, with pyarrow and numpy
-(rbench.reduce.small) and the same functions downstream: no Spark job at all.
+Samples whose largest cluster fits the driver's memory budget (``on_driver``) run the same passes on the
+driver, a cluster at a time, with pyarrow and numpy (rbench.reduce.small) and the same functions
+downstream: no Spark job at all.
 
 Faults (run.json ``faults``, rbench.reduce.faults) ride on the same passes, only for the clusters
 that had one: the counting pass also counts ack confirms per second and the earliest confirm after
@@ -49,6 +50,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from rbench.errors import ConfigError
 from rbench.reduce.counting import (
     CONFRATE,
     CONRATE,
@@ -65,26 +67,57 @@ from rbench.reduce.counting import (
     latency_ranks,
 )
 from rbench.reduce.fault_counts import FaultCounts, fault_counts, run_faults
-from rbench.reduce.message_checks import STEP_GROUP
+from rbench.reduce.message_checks import STEP_GROUP, WHOLE_GROUP
 from rbench.reduce.messages import message_pass
 from rbench.reduce.metrics import COUNTS, METRICS, OUTCOME_COLS, PCT_NAMES, STEPS_SCHEMA, TIMELINE_SCHEMA, TL_PCTS
 from rbench.reduce.plan import Plan
+from rbench.reduce.rereads import whole_run
 from rbench.reduce.small import DriverPasses
 from rbench.reduce.step_latencies import latency_table, step_latencies
 from rbench.samples.schema import OUTCOMES
 
-# Up to this many sample rows (published + consumed, from the part files' footers), the reduce's passes
-# run on the driver with pyarrow + numpy (rbench.reduce.small) and no Spark job: a 30 s run at
-# 2 × 1,000 msg/s has 120,000 rows, and a cold session's first Spark SQL query, Parquet scan and Python
-# worker cost seconds there (docs/timing.md). Driver memory: measured ~0.7 KB a row at the peak
-# (tracemalloc), so ~0.4 GB at the threshold.
-DRIVER_MAX_ROWS = 500_000
+# Where the passes run (docs/reduce.md "Where the passes run"). On the driver (rbench.reduce.small) they
+# read one (run, cluster) at a time, so what must fit is the largest cluster's rows (published + consumed)
+# × DRIVER_BYTES_PER_ROW, the driver's peak memory a row (measured, peak RSS: 1.39 GB for a 3.1M-row cluster and
+# 1.71 GB for a 3.7M-row one, 370–400 bytes a row above the process's ~250 MB; 6.0 GB for bench/bench_reduce.py's
+# 16.6M-row clusters before the message check ran on its own thread). The budget is explicit: RBENCH_REDUCE_DRIVER_MEMORY
+# (bytes, or with k/m/g; 0 = always Spark), else half of the memory available when the reduce starts
+# (/proc/meminfo MemAvailable). On a cluster whose driver is small, set it to what the driver may use.
+DRIVER_BYTES_PER_ROW = 450
+DRIVER_MEMORY_ENV = "RBENCH_REDUCE_DRIVER_MEMORY"
+
+
+def driver_budget() -> int:
+    """Bytes the driver's passes may use: RBENCH_REDUCE_DRIVER_MEMORY, else half of MemAvailable (0 when unknown)."""
+    import os
+
+    text = os.environ.get(DRIVER_MEMORY_ENV, "").strip().lower()
+    if text:
+        units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+        number, scale = (text[:-1], units[text[-1]]) if text[-1] in units else (text, 1)
+        try:
+            value = int(float(number) * scale)
+        except ValueError:
+            raise ConfigError(f"{DRIVER_MEMORY_ENV}: expected bytes (e.g. 2g, 512m, 0), got {text!r}") from None
+        if value < 0:
+            raise ConfigError(f"{DRIVER_MEMORY_ENV}: expected bytes >= 0, got {text!r}")
+        return value
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024 // 2
+    except OSError:
+        pass
+    return 0
 
 
 def on_driver(samples: Any) -> bool:
-    """Whether the samples are small enough for the passes to run on the driver (rbench.reduce.small)."""
-    rows = getattr(samples, "rows", None)
-    return rows is not None and rows <= DRIVER_MAX_ROWS
+    """Whether the passes run on the driver (rbench.reduce.small): the largest (run, cluster)'s rows fit its budget."""
+    sizes = getattr(samples, "cluster_rows", None)
+    if getattr(samples, "rows", None) is None or sizes is None:
+        return False
+    return max(sizes.values(), default=0) * DRIVER_BYTES_PER_ROW <= driver_budget()
 
 
 def latency_percentiles(samples: Any) -> list[dict[str, Any]]:
@@ -92,7 +125,7 @@ def latency_percentiles(samples: Any) -> list[dict[str, Any]]:
     of run.json (run_id, cluster, step, ``{e2e,e2e_sent,confirm,send_lag}_{p50,…,max}_ms``), in (run, cluster, step) order."""
     plan = Plan(samples.window_rows)
     lat = latency_table(plan, step_latencies(samples, plan, on_driver(samples)))
-    rows = [{"run_id": r[0], "cluster": r[1], "step": r[2], **lat[gid]} for gid, r in enumerate(plan.rows)]
+    rows = [{"run_id": r.run_id, "cluster": r.cluster, "step": r.step, **lat[gid]} for gid, r in enumerate(plan.rows)]
     return sorted(rows, key=lambda r: (r["run_id"], r["cluster"], r["step"]))
 
 
@@ -109,16 +142,9 @@ def reduce_samples(samples: Any, mark: Callable[[str], None] | None = None
     any). Three passes; see the module docstring. ``mark`` is told the end of each."""
     mark = mark or (lambda what: None)
     plan = Plan(samples.window_rows, run_faults(samples))
-    driver = on_driver(samples)
-    if driver:                   # the same passes with numpy, no Spark job (rbench.reduce.small)
-        passes = DriverPasses(samples, plan)
-        mark(f"samples read on the driver ({samples.rows:,} rows)")
-        hist = passes.counting()
-        mark("counting pass (driver)")
-        ranks = passes.timeline_ranks(hist) if hist is not None else {}
-        mark("fetch pass (timeline percentiles, driver)")
-        msgs = passes.messages()
-        mark("message pass (lost, duplicated, reordered; driver)")
+    if on_driver(samples):       # the same passes with numpy, a cluster at a time, no Spark job (rbench.reduce.small)
+        done = DriverPasses(samples, plan).run(mark)
+        hist, ranks, msgs, lat = done.hist, done.ranks, done.msgs, latency_table(plan, done.latencies)
     else:
         hist = counting_pass(samples, plan, "all")
         mark("counting pass")
@@ -126,11 +152,12 @@ def reduce_samples(samples: Any, mark: Callable[[str], None] | None = None
         mark("fetch pass (timeline percentiles)")
         msgs = message_pass(samples, plan)
         mark("message pass (lost, duplicated, reordered)")
-    lat = latency_table(plan, step_latencies(samples, plan, driver))
-    mark("step latencies (exact percentiles)")
+        lat = latency_table(plan, step_latencies(samples, plan, False))
+        mark("step latencies (exact percentiles)")
     cnt = {kind: counts(hist, kind) if hist is not None else {}
            for kind in (PUBRATE, CONFRATE, OUTCOME, CONRATE, DELIV, TLPUB, TLHIST, STALE)}
-    stale = [{"run_id": run_id, "cluster": cluster, "t0_ns": plan.t0[rc], "stale": cnt[STALE].get((rc, 0), 0)}
+    stale = [{"run_id": run_id, "cluster": cluster, "t0_ns": plan.t0[rc], "stale": cnt[STALE].get((rc, 0), 0),
+              **whole_run(msgs.get((WHOLE_GROUP, rc), {}))}
              for (run_id, cluster), rc in sorted(plan.rc.items())]
     faults = fault_counts(plan, hist, msgs) if plan.faults else None
     return _steps_table(plan, cnt, msgs, lat), _timeline_table(plan, cnt, ranks), stale, faults
@@ -141,7 +168,8 @@ def _steps_table(plan: Plan, cnt: dict[int, dict[tuple[int, int], int]], msgs: d
     """One row per step window of run.json (STEPS_SCHEMA), in (run, cluster, step) order."""
     rows = []
     for gid, w in enumerate(plan.rows):
-        run_id, cluster, step, target, start, end, meas, window_s, warmup_s, _t0 = w
+        run_id, cluster, step, target, start, window_s, warmup_s = w.run_id, w.cluster, w.step, w.target_rate, \
+            w.start_ns, w.window_s, w.warmup_s
         outc = [cnt[OUTCOME].get((gid, i), 0) for i in range(len(OUTCOMES) + 1)]
         m = msgs.get((STEP_GROUP, gid), {})
         c = {"published_in_window": cnt[PUBRATE].get((gid, 0), 0), "confirmed_in_window": cnt[CONFRATE].get((gid, 0), 0),
@@ -152,7 +180,8 @@ def _steps_table(plan: Plan, cnt: dict[int, dict[tuple[int, int], int]], msgs: d
              "duplicated": m.get("duplicated", 0), "lost": m.get("lost", 0), "expected": m.get("expected", 0)}
         rates = [c[k] / window_s if window_s > 0 else None
                  for k in ("published_in_window", "confirmed_in_window", "consumed_in_window")]
-        rows.append((run_id, cluster, step, target, window_s, warmup_s, start, end, meas, *[c[k] for k in COUNTS],
+        rows.append((run_id, cluster, step, target, window_s, warmup_s, start, w.step_end_ns, w.meas_start_ns,
+                     w.end_ns, *[c[k] for k in COUNTS],
                      *[lat[gid][f"{mt}_{n}_ms"] for mt in METRICS for n in [*PCT_NAMES, "max"]], *rates))
     rows.sort(key=lambda r: (r[0], r[1], r[2]))
     return _table(rows, STEPS_SCHEMA)

@@ -33,35 +33,52 @@ def step_latencies(samples: Any, plan: Plan, on_driver: bool) -> dict[tuple[int,
     return out
 
 
+# a time column: int64 values (nulls as 0) and its validity (None: no nulls)
+Column = tuple[np.ndarray, "np.ndarray | None"]
+
+
 def _unit_latencies(unit: tuple[str, list[str], list[tuple[int, int, int, int]], tuple[float, ...], int]
                     ) -> dict[tuple[int, int], dict[str, Any]]:
-    import math
-
     import pyarrow.parquet as pq
 
     kind, files, wins, pcts, t0 = unit
-    if kind == "consumed":
-        cols, metrics = ["step", "t_intended", "t_sent", "t_received"], [(0, "t_received", "t_intended"), (1, "t_received", "t_sent")]
-    else:
-        cols, metrics = ["step", "t_intended", "t_sent", "t_confirmed"], [(2, "t_confirmed", "t_sent"), (3, "t_sent", "t_intended")]
+    cols = ["step", "t_intended", "t_sent", "t_received" if kind == "consumed" else "t_confirmed"]
     tbl = pq.read_table(files, columns=cols)
-    arr = {c: tbl.column(c).fill_null(0).to_numpy() for c in cols}
-    ok = {c: ~tbl.column(c).is_null().to_numpy(zero_copy_only=False) if tbl.column(c).null_count else None for c in cols}
+    arr: dict[str, Column] = {}
+    for c in cols:
+        col = tbl.column(c)
+        arr[c] = (col.fill_null(0).to_numpy().astype(np.int64, copy=False),
+                  ~col.is_null().to_numpy(zero_copy_only=False) if col.null_count else None)
+    return select_latencies(kind, arr, wins, pcts, t0)
+
+
+def select_latencies(kind: str, arr: dict[str, Column], wins: list[tuple[int, int, int, int]], pcts: tuple[float, ...],
+                     t0: int) -> dict[tuple[int, int], dict[str, Any]]:
+    """The ranks of ``pcts`` (and n, max) of each window's latencies of one cluster's ``kind`` side; ``arr``: its
+    step and time columns."""
+    import math
+
+    if kind == "consumed":
+        metrics = [(0, "t_received", "t_intended"), (1, "t_received", "t_sent")]
+    else:
+        metrics = [(2, "t_confirmed", "t_sent"), (3, "t_sent", "t_intended")]
     res: dict[tuple[int, int], dict[str, Any]] = {}
-    step, ti = arr["step"], arr["t_intended"]
-    base = np.ones(tbl.num_rows, dtype=bool)
+    step, ti = arr["step"][0], arr["t_intended"][0]
+    base = np.ones(step.size, dtype=bool)
     for c in ("step", "t_intended"):
-        if ok[c] is not None:
-            base &= ok[c]
+        ok = arr[c][1]
+        if ok is not None:
+            base &= ok
     base &= ti >= t0            # stale rows (an earlier run's): measurement windows start after t0 anyway
     for gid, s, m, e in wins:
         meas = base & (step == s) & (ti >= m) & (ti < e)
         for mi, a, b in metrics:
             sel = meas
             for c in (a, b):
-                if ok[c] is not None:
-                    sel = sel & ok[c]
-            v = arr[a][sel] - arr[b][sel]
+                ok = arr[c][1]
+                if ok is not None:
+                    sel = sel & ok
+            v = arr[a][0][sel] - arr[b][0][sel]
             if not v.size:
                 continue
             n = v.size

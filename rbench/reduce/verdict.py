@@ -9,7 +9,9 @@ A cluster that met every step (or every probe up to the search's maximum) has no
 capacity: its figure is a lower bound ("capacity not reached: above X msg/s"), so its cost per
 1000 msg/s is an upper bound ("≤"). A failure on a step where the load generator was the limit
 (rbench.samples.generator) is the generator's, not the cluster's: the capacity above the last
-met rate is unknown, and the cost figure is an upper bound too.
+met rate is unknown, and the cost figure is an upper bound too. So is a failure whose missing
+messages the broker dropped as unroutable (rbench.reduce.unroutable): routed to no queue is a
+binding to fix, not a rate to lower.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from typing import Any
 
 from rbench.reduce.costs import cost_per_krate, is_priced
 from rbench.reduce.ranking import rank
+from rbench.reduce.unroutable import dropped_of_lost
 
 Row = dict[str, Any]
 
@@ -26,6 +29,7 @@ NOT_REACHED = "not_reached"      # met every step/probe: capacity above the high
 GENERATOR = "generator"          # the generator was the limit before the cluster failed
 NONE_MET = "none_met"            # not even the lowest rate met the SLO
 NO_TARGET = "no_target"          # no step had a target rate (unlimited): nothing to judge
+UNROUTABLE = "unroutable"        # the first failure's missing messages were dropped by the broker as unroutable
 
 
 def rate_text(rate: float | None) -> str:
@@ -36,15 +40,27 @@ def rate_text(rate: float | None) -> str:
 
 
 def why_failed(step: Row, tolerance: float, latency_limit_ms: float) -> str:
-    """What a step missed, in the match rule's terms (the reduce's figures)."""
+    """What a step missed, in the match rule's terms (the reduce's figures), and whose the shortfall was: the
+    publishers held back (sent below the target: the broker's confirm window, flow control or TCP back-pressure,
+    unless the generator self-check blames the generator) or the consumers behind what was sent."""
     reasons = []
     target, rate, p99 = step.get("target_rate"), step.get("consume_rate"), step.get("e2e_p99_ms")
+    sent = step.get("publish_rate")
     if target is not None and (rate is None or rate < (1.0 - tolerance) * target):
         reasons.append(f"consumed {rate or 0:,.0f} msg/s < {1.0 - tolerance:.0%} of target")
+        if sent is not None and sent < (1.0 - tolerance) * target and not step.get("generator_bound"):
+            reasons.append(f"the broker held the publishers back: sent {sent:,.0f} msg/s while the schedule "
+                           f"offered {target:,.0f}")
+        elif sent is not None and rate is not None and rate < (1.0 - tolerance) * sent:
+            reasons.append(f"the consumers fell behind the {sent:,.0f} msg/s sent")
     if p99 is None:
         reasons.append("nothing consumed")
     elif p99 > latency_limit_ms:
         reasons.append(f"e2e p99 {_ms(p99)} > {_ms(latency_limit_ms)}")
+    dropped = dropped_of_lost(step)
+    if dropped:
+        reasons.append(f"of {step['lost']:,} lost, up to {dropped:,} dropped by the broker as unroutable (routed to no "
+                       f"queue)")
     return "; ".join(reasons) or "did not match"
 
 
@@ -58,8 +74,9 @@ def _generator_steps(rows: list[Row]) -> list[Row]:
 
 
 def from_steps(cluster: str, rows: list[Row], tolerance: float, latency_limit_ms: float) -> Row:
-    """A stepped run's answer: highest matched target, the first unmatched target above it."""
-    judged = [r for r in rows if r.get("target_rate") is not None]
+    """A stepped run's answer: highest matched target, the first unmatched target above it. A step without a
+    measurement window (warm-up and the producers' start took it all) measured nothing and is not judged."""
+    judged = [r for r in rows if r.get("target_rate") is not None and (r.get("window_s") is None or r["window_s"] > 0)]
     met = [r for r in judged if r.get("matched")]
     best = max(met, key=lambda r: (r["target_rate"], r.get("consume_rate") or 0.0), default=None)
     highest = None if best is None else float(best["target_rate"])
@@ -122,6 +139,12 @@ def sentence(v: Row) -> str:
     unit = "probe" if v["kind"] == "search" else "step"
     if status == NO_TARGET:
         return "No step had a target rate (unlimited rate): no SLO verdict; see top throughput."
+    if status == UNROUTABLE:
+        why = (f"at {rate_text(fail)} the broker dropped up to {v.get('unroutable_dropped') or 0:,} messages as unroutable "
+               f"(accepted, routed to no queue: no binding matched, published without mandatory): check the exchange, "
+               f"routing key and bindings, then run again")
+        return (f"Met the SLO up to {rate_text(hi)}; not a capacity figure above it: {why}." if hi is not None
+                else f"No capacity figure: {why}.")
     if status == NONE_MET:
         return (f"Fails the SLO at every rate tried, from {rate_text(fail)}: try lower rates." if fail is not None
                 else f"No {unit} met the SLO.")
@@ -138,6 +161,18 @@ def sentence(v: Row) -> str:
     return text
 
 
+def _unroutable(v: Row, rows: list[Row]) -> None:
+    """A failure at the first failed rate whose lost messages the broker dropped as unroutable is no capacity
+    limit: the verdict says so (status UNROUTABLE, ``unroutable_dropped``: up to how many) instead of a bracket
+    or "try lower rates"."""
+    if v["status"] not in (NONE_MET, BRACKETED) or v.get("first_failed") is None:
+        return
+    at = [r for r in rows if not r.get("matched") and r.get("target_rate") == v["first_failed"] and dropped_of_lost(r)]
+    if at:
+        v["status"] = UNROUTABLE
+        v["unroutable_dropped"] = sum(dropped_of_lost(r) for r in at)
+
+
 def verdicts(steps: list[Row], costs: list[Row], tolerance: float, latency_limit_ms: float,
              search: dict[str, Any] | None = None) -> list[Row]:
     """One verdict per cluster, ranked by the highest rate that met the SLO (equal rates tie)."""
@@ -151,12 +186,13 @@ def verdicts(steps: list[Row], costs: list[Row], tolerance: float, latency_limit
         rows = by_cluster.get(cluster, [])
         v = from_search(cluster, answers[cluster], rows) if cluster in answers else \
             from_steps(cluster, rows, tolerance, latency_limit_ms)
+        _unroutable(v, rows)
         c = price.get(cluster, {})
         v.update({"nodes": c.get("nodes"), "instance_type": c.get("instance_type"), "volume_type": c.get("volume_type"),
                   "monthly_cost": c.get("monthly_cost"),
                   "cost_per_1k_rate": cost_per_krate(c.get("monthly_cost"), v["highest_met"]),
                   # capacity at least the figure: the cost per 1000 msg/s at capacity is at most this one
-                  "cost_is_upper_bound": v["status"] in (NOT_REACHED, GENERATOR)})
+                  "cost_is_upper_bound": v["status"] in (NOT_REACHED, GENERATOR, UNROUTABLE)})
         v["verdict"] = sentence(v)
         out.append(v)
     out.sort(key=lambda v: (v["highest_met"] is None, -(v["highest_met"] or 0.0), v["cluster"]))

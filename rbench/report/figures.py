@@ -23,7 +23,7 @@ def fmt(value: Any, key: str = "") -> str:
 
 def cell(row: dict[str, Any], key: str) -> str:
     """One figure of a per-step row as printed: ``fmt``, except that steps count from 1 (rbench.samples.conventions)."""
-    if key == "step" and row.get(key) is not None:
+    if key in ("step", "churn_baseline_step") and row.get(key) is not None:
         return str(shown_step(row[key]))
     return fmt(row.get(key), key)
 

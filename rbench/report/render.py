@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import html
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rbench.report.draw import draw_all
 from rbench.report.fault_plots import fault_plot
 from rbench.report.figures import cell, fmt
 from rbench.report.html_parts import CSS, img, md_tables_to_html, table
@@ -33,7 +35,17 @@ STEP_COLUMNS = [
     ("connection_lost", "connection lost"),
     ("lost", "lost"), ("duplicated", "duplicated"), ("reordered", "reordered"), ("redelivered", "redelivered"),
     ("broker_cpu_us_per_msg", "broker CPU µs/msg"), ("broker_mem_peak_mb", "broker mem peak MiB"),
-    ("window_s", "window s"),
+    ("broker_unroutable_dropped", "broker unroutable dropped (≤)"),
+    ("connections_opened", "connections opened"), ("idle_connections", "idle connections"),
+    ("connect_p50_ms", "connect p50"), ("connect_p99_ms", "connect p99"), ("connect_max_ms", "connect max"),
+    ("connect_refused", "connect refused"), ("connect_timed_out", "connect timed out"),
+    ("broker_mem_per_connection_kib", "broker KiB per idle connection"),
+    ("broker_conn_mem_per_connection_kib", "connection processes KiB per idle connection"),
+    ("churn_target_per_s", "churn asked /s"), ("churn_per_s", "churn /s"), ("churned", "churned"),
+    ("churn_failed", "churn failed"), ("churn_connect_p99_ms", "churn connect p99"),
+    ("churn_baseline_step", "churn baseline step"), ("broker_cpu_ms_per_churn", "broker CPU ms per churned connection"),
+    ("churn_e2e_p99_ratio", "e2e p99 ÷ baseline"),
+    ("window_s", "window s"), ("broker", "broker"),
 ]
 PHASE_HEADERS = [
     ("cluster", "cluster"), ("phase", "phase"), ("start_s", "start s"), ("duration_s", "duration s"),
@@ -57,7 +69,8 @@ def report_html(steps: list[dict[str, Any]], board: dict[str, Any], notes: list[
              f"<p class='sub'>workload {html.escape(', '.join(names))} · "
              + (f"rate search, {len(runs)} probes" if search else f"{len(runs)} run(s)")
              + f" · {len({s['cluster'] for s in steps})} cluster(s) · {len(steps)} step(s) · "
-             f"{html.escape(str(runs[0].get('started_at')))} → {html.escape(str(runs[-1].get('ended_at')))}</p>"]
+             + "".join(f"{html.escape(v)} · " for v in sorted({v for r in runs for v in (r.get("broker_versions") or {}).values()}))
+             + f"{html.escape(str(runs[0].get('started_at')))} → {html.escape(str(runs[-1].get('ended_at')))}</p>"]
     parts.append(verdict_html(board, notes))
     if search:
         parts.append(search_html(search, images))
@@ -83,20 +96,30 @@ def report_html(steps: list[dict[str, Any]], board: dict[str, Any], notes: list[
                      "drain time from resuming until the depth is at most drained_below; e2e latency of the messages sent "
                      "in the phase. Same table: phases.csv.</p>")
         parts.append(table([h for _, h in PHASE_HEADERS], [[fmt(p.get(k), k) for k, _ in PHASE_HEADERS] for p in phases]))
-    parts.append("<h2>All steps</h2><p class='method'>Latencies in ms, exact; rates in msg/s over the measurement window; "
-                 "counts over measured messages. Same table: steps.csv / steps.parquet.</p><div class='scroll'>")
+    parts.append("<h2>All steps</h2><p class='method'>Latencies in ms, exact; rates in msg/s over the step's measurement "
+                 "window (the step less its warm-up, the producers' start delays and, with a message count, the tail after "
+                 "the first producer finished: 'window s'); counts over measured messages (those due inside that window), "
+                 "not over the whole run: the run's own totals are in run.json's task_results. "
+                 "Same table: steps.csv / steps.parquet.</p><div class='scroll'>")
     parts.append(steps_table_html(steps))
     parts.append("</div>")
     if notes:
         parts.append("<h2 id='notes'>What is missing or was skipped</h2><ul class='notes'>"
                      + "".join(f"<li>{html.escape(n)}</li>" for n in notes) + "</ul>")
     run_rows = [[r["run_id"], str(r["status"]), str(r["workload_name"]), str(r["workload_hash"]), f"{r['warmup_s']:g} s",
-                 str(r["driver"]), str(r["started_at"]), str(r["ended_at"])] for r in runs]
+                 str(r["driver"]), brokers_cell(r), str(r["started_at"]), str(r["ended_at"])] for r in runs]
     parts.append("<h2>Runs</h2>" + table(["run", "status", "workload", "workload_hash", "warm-up excluded per step",
-                                            "driver", "started", "ended"], run_rows))
+                                            "driver", "broker (read before the run)", "started", "ended"], run_rows,
+                                           text_columns=(6,)))
     parts.append(methodology_html(notes, meta))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def brokers_cell(run: dict[str, Any]) -> str:
+    """A run's brokers, one per cluster ("local: RabbitMQ 4.0.5 (Erlang 27.3.4.1), …"); "–" when not recorded."""
+    brokers = run.get("brokers") or {}
+    return "; ".join(f"{c}: {line}" for c, line in brokers.items()) or "–"
 
 
 def steps_table_html(steps: list[dict[str, Any]]) -> str:
@@ -116,21 +139,22 @@ def render_report(out_dir: Path, steps: list[dict[str, Any]], timeline: list[dic
     (out_dir / "leaderboard.md").write_text(leaderboard_markdown(board, notes, meta))
     probing = search is not None
     slo_ms = board.get("latency_limit_ms")
-    images = {
-        "throughput": throughput_plot(steps, out_dir / "throughput.png", probing),
-        "knee": knee_plot(steps, out_dir / "latency_vs_throughput.png", probing, slo_ms),
-        "latency": latency_plot(steps, out_dir / "latency.png", "e2e", probing, slo_ms),
-        "confirm": latency_plot(steps, out_dir / "confirm_latency.png", "confirm", probing),
-        "timeline": timeline_plot(timeline, steps, out_dir / "timeline.png", probing, faults=fault_rows),
+    jobs: dict[str, Callable[[], Path]] = {
+        "throughput": lambda: throughput_plot(steps, out_dir / "throughput.png", probing),
+        "knee": lambda: knee_plot(steps, out_dir / "latency_vs_throughput.png", probing, slo_ms),
+        "latency": lambda: latency_plot(steps, out_dir / "latency.png", "e2e", probing, slo_ms),
+        "confirm": lambda: latency_plot(steps, out_dir / "confirm_latency.png", "confirm", probing),
+        "timeline": lambda: timeline_plot(timeline, steps, out_dir / "timeline.png", probing, faults=fault_rows),
     }
     if search is not None:
-        images["probes"] = probes_plot(search, out_dir / "probes.png")
+        jobs["probes"] = lambda: probes_plot(search, out_dir / "probes.png")
     if fault_rows:
-        images["faults"] = fault_plot(fault_rows, out_dir / "faults.png")
+        jobs["faults"] = lambda: fault_plot(fault_rows, out_dir / "faults.png")
     if broker:
         from rbench.report.broker_plots import broker_plot
-        images["broker"] = broker_plot(timeline, broker, phases or [], out_dir / "broker.png", steps, probing,
-                                       faults=fault_rows)
+        jobs["broker"] = lambda: broker_plot(timeline, broker, phases or [], out_dir / "broker.png", steps, probing,
+                                             faults=fault_rows)
+    images = draw_all(jobs)
     path = out_dir / "report.html"
     path.write_text(report_html(steps, board, notes, meta, images, phases, search, faults))
     return path

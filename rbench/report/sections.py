@@ -121,12 +121,17 @@ def methodology_html(notes: list[str], meta: dict[str, Any]) -> str:
                  "ranks: equal figures (as printed) share a rank and are marked tie",
                  meta["rate_method"], meta["measured_set"], "percentiles: " + meta["percentile_method"],
                  *[f"{k}: {v}" for k, v in meta["latencies"].items()], meta["match_rule"],
-                 "lost: measured published message with outcome ack, unconfirmed or connection_lost never received by any "
-                 "consumer in the run",
-                 "duplicated: measured message (same producer + seq) received more than once; reordered: delivery whose seq is "
-                 "lower than one already received from the same producer on the same queue (receive order t_received, ties by seq)",
+                 "lost: expected copy of a measured published message with outcome ack, unconfirmed or connection_lost "
+                 "never received in the run by its reader (the consumers of its queue together; each plain consumer of a "
+                 "stream for itself)",
+                 "duplicated: measured copy (same producer + seq on the same queue, for the same reader) received more than "
+                 "once; reordered: delivery whose seq is lower than one the same consumer already received from the same "
+                 "producer on the same queue (receive order t_received, ties by seq): RabbitMQ keeps order per consumer",
                  "nacked / returned / confirm timeout / unconfirmed / connection lost: measured published messages by "
                  "outcome (connection lost: published, and the connection died before its confirm came; not sent again)",
+                 *([meta["unroutable_method"]] if meta.get("unroutable_method") else []),
+                 *([meta["connect_method"]] if meta.get("connect_method") else []),
+                 *([meta["churn_method"]] if meta.get("churn_method") else []),
                  "timeline: " + meta["timeline_method"] + "; throughput is drawn for whole seconds of the schedule only "
                  "(a partly covered second is not a drop)", meta.get("stale_method", STALE_MEANING),
                  meta.get("step_numbering", STEP_NUMBERING), f"clock: {meta['runs'][0].get('clock')}"]:

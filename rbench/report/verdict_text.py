@@ -24,6 +24,8 @@ def within_cell(v: dict[str, Any]) -> str:
         return f"≥ {verdict.rate_text(hi)} (capacity not reached)"
     if v["status"] == verdict.GENERATOR:
         return f"≥ {verdict.rate_text(hi)} (generator-limited above)"
+    if v["status"] == verdict.UNROUTABLE:
+        return f"≥ {verdict.rate_text(hi)} (messages unroutable above)"
     return verdict.rate_text(hi)
 
 
@@ -75,7 +77,8 @@ def headline(board: dict[str, Any]) -> list[str]:
     if len(vs) == 1:
         v = vs[0]
         figure = verdict.rate_text(v["highest_met"])
-        bound = {verdict.NOT_REACHED: "at least ", verdict.GENERATOR: "at least "}.get(v["status"], "")
+        bound = {verdict.NOT_REACHED: "at least ", verdict.GENERATOR: "at least ",
+                 verdict.UNROUTABLE: "at least "}.get(v["status"], "")
         cost = "" if v.get("cost_per_1k_rate") is None else f", at {cost_cell(v, cur)} per 1000 msg/s per month"
         return [f"{v['cluster']} carries {bound}{figure} within the SLO{cost}."]
     out = []

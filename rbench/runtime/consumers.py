@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
 from collections.abc import Callable
 
 from rbench.config.types import ConsumerSpec, TaskPlan
-from rbench.drivers.base import Consumer, Driver
+from rbench.drivers.base import Consumer, Driver, OnMessage
 from rbench.errors import ConnectionLost
 from rbench.runtime._recorder import ConsumerTap
 from rbench.runtime.closing import close_all
@@ -32,6 +33,11 @@ class ConsumerState(ConsumerTap):
 
     def __init__(self, recorder: Recorder, consumer_id: int, queue_idx: int, limit: int | None) -> None:
         super().__init__(recorder.core, recorder, consumer_id, queue_idx, limit, asyncio.Event())
+
+    def for_queue(self, queue: str) -> OnMessage:
+        """The callback for deliveries from ``queue`` when one consumer reads several (a super stream's partitions):
+        recorded under that queue, so order and copies are judged per partition; same counts and limit."""
+        return functools.partial(self.record_in, self.recorder.queue_index(queue))
 
 
 class Exited:
@@ -80,6 +86,7 @@ class TaskConsumers:
         self.states: list[ConsumerState] = []
         self.exited: set[int] = set()            # consumers exit_when closed: not re-opened after a reconnect
         self.paused = False                      # consumer.pause: the coordinator said pause, not resume yet
+        self.filtered_before = 0                 # stream filtering: dropped client-side by consumers since replaced
         self._pausing: asyncio.Task[None] | None = None
 
     async def start(self, at_ns: int | None = None) -> None:
@@ -148,8 +155,13 @@ class TaskConsumers:
                 raise result
         return opened
 
+    def filtered(self) -> int:
+        """Messages the broker sent that the consumers' stream filter dropped (stream driver; 0 elsewhere)."""
+        return self.filtered_before + sum(int(getattr(c, "filtered", 0)) for c in self.consumers)
+
     async def adopt(self, consumers: list[Consumer]) -> None:
         """Make ``open_on``'s consumers the task's (paused, if the coordinator said so)."""
+        self.filtered_before += sum(int(getattr(c, "filtered", 0)) for c in self.consumers)
         self.consumers = consumers
         if self.paused:
             await self.set_paused(True, consumers)

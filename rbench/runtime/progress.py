@@ -72,11 +72,15 @@ class TaskProgress:
         self.metrics = TaskMetrics(self.plan.run_id, self.plan.cluster.name, self.plan.task)
         port = self.plan.metrics_port + self.plan.task if self.plan.metrics_port else 0
         try:
-            self._metrics_server, port = serve(self.metrics, port)
+            self._metrics_server, port = serve(self.metrics, port, self.plan.metrics_access)
         except OSError as exc:
-            raise ConfigError(f"metrics_port: cannot listen on port {port} ({exc.strerror})") from None
+            raise ConfigError(f"metrics_port: cannot listen on {self.plan.metrics_access.bind} port {port} "
+                              f"({exc.strerror or exc})") from None
         self.metrics_port = port
-        self.control.send(MetricsEndpoint(self.plan.cluster.name, self.plan.task, port, socket.gethostname()))
+        bind = self.plan.metrics_access.bind   # an address of its own is where it is reached; any address: the host's name
+        host = socket.gethostname() if bind in ("0.0.0.0", "::", "") else bind
+        self.control.send(MetricsEndpoint(self.plan.cluster.name, self.plan.task, port, host,
+                                          scheme=self.plan.metrics_access.scheme))
 
     def stop_metrics(self) -> None:
         if self._metrics_server is not None:

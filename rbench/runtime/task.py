@@ -18,16 +18,24 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from rbench.config.fds import connections_planned
 from rbench.config.types import ClusterTarget, TaskPlan
-from rbench.drivers.base import Consumer, Driver, OnLost, Publisher, load_driver
+from rbench.drivers.base import Consumer, Driver, OnLost, Publisher
+from rbench.drivers.exchanges import forget_warnings
 from rbench.errors import ConfigError, RbenchError
 from rbench.live.control.client import ControlClient
 from rbench.live.control.wire import Failed, Reconnecting
+from rbench.proctime import process_started
+from rbench.runtime.churn import ChurnLoop
 from rbench.runtime.clock import SendClock
 from rbench.runtime.closing import close_all
+from rbench.runtime.connect_log import ConnectLog, Pacer
+from rbench.runtime.connections import ConnectionPool
 from rbench.runtime.consumers import TaskConsumers
 from rbench.runtime.drain import drain_consumers, drain_publishers
 from rbench.runtime.exit_when import watch_exit
+from rbench.runtime.idle import IdleConnections, raise_fd_limit
+from rbench.runtime.notices import forwarded
 from rbench.runtime.producer import ProducerSink
 from rbench.runtime.progress import TaskProgress
 from rbench.runtime.publishers import open_publishers, publish_all
@@ -35,7 +43,9 @@ from rbench.runtime.reconnect import Reconnector
 from rbench.runtime.recorder import Recorder, warm_up
 from rbench.runtime.selfcheck import SelfCheck
 from rbench.runtime.start import AllGather, agree_t0
-from rbench.samples.runinfo import STOPPED_BY_COUNT, STOPPED_BY_INTERRUPT, STOPPED_BY_SCHEDULE
+from rbench.samples.runinfo import STOPPED_BY_INTERRUPT, STOPPED_BY_SCHEDULE
+from rbench.samples.tasks import DRAINED
+from rbench.samples.windows import STOPPED_BY_COUNT
 
 Barrier = Callable[[], None]
 
@@ -68,7 +78,11 @@ class TaskRun:
         self.control = ControlClient(plan.control, attempt)
         self.recorder.describe({"host": socket.gethostname(), "pid": os.getpid(), "started_ns": time.time_ns()})
         self._consumed_before_t0 = 0              # deliveries before t0: left in the queues, stale (docs/parquet.md)
-        self.driver: Driver = load_driver(plan.driver)
+        self.connect_log = ConnectLog()
+        self.pacer = Pacer(plan.connections.connect_rate)
+        self.driver: Driver = ConnectionPool(plan, self.connect_log, self.pacer)
+        self.idle = IdleConnections(plan, self.connect_log, self.pacer)
+        self.churn = ChurnLoop(plan, self.stop)
         self.publishers: list[Publisher] = []
         self.sinks = [ProducerSink(self.recorder, p.producer_id) for p in plan.publishers]
         self.reconnector = Reconnector(plan.task, plan.cluster, plan.reconnect_timeout_s, len(plan.steps), plan.driver,
@@ -82,6 +96,9 @@ class TaskRun:
         self.clock: SendClock | None = None
         # wall-clock instants (s) of this task's start-up, reported to the coordinator's --timings
         self.instants: dict[str, float] = {"task started": time.time()}
+        forked = process_started()            # Spark's daemon forked this worker (or started it, without reuse)
+        if forked is not None:
+            self.instants["worker process started"] = forked
         window = sum(p.confirm_window for p in plan.publishers if p.confirm) \
             if all(p.confirm_window for p in plan.publishers if p.confirm) else 0
         self.selfcheck = SelfCheck(lambda: self.recorder.core.pending, window, self.progress.current_step)
@@ -89,18 +106,24 @@ class TaskRun:
 
     # ---- lifecycle -----------------------------------------------------------------------
     async def run(self) -> dict[str, Any]:
+        """The task's whole life; the warnings its code logs meanwhile go to the coordinator (runtime/notices)."""
+        forget_warnings()
+        with forwarded(self.control.send, self.plan.cluster.name, self.plan.task):
+            return await self._run()
+
+    async def _run(self) -> dict[str, Any]:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
-                loop.add_signal_handler(sig, self._interrupt)
+                loop.add_signal_handler(sig, self.interrupt)
         await self.control.connect()
         self.control.hello(self.plan.cluster.name, self.plan.task)
         if self.all_gather is not None and self.plan.control is not None and not self.control.connected:
             # every task must reach the start gate (and the stop signal): one that cannot fails the stage now
-            host, port = self.plan.control
+            host, port = self.plan.control.address
             raise ConfigError(f"control: this executor ({socket.gethostname()}) cannot reach the coordinator at "
-                              f"{host}:{port}; executors must reach the Spark driver (set spark.driver.host to an "
-                              f"address they can reach, and let them connect to that port)")
+                              f"{host}:{port} ({self.control.problem}); executors must reach the Spark driver (set "
+                              f"spark.driver.host to an address they can reach, and let them connect to that port)")
         self.progress.start_metrics()
         watcher = loop.create_task(self._watch_control())
         ticker: asyncio.Task[None] | None = None
@@ -108,6 +131,7 @@ class TaskRun:
         summary: dict[str, Any] = {}
         completed = False
         try:
+            self.connect_log.fd_limit = raise_fd_limit(self.plan)
             await self.driver.open(self.plan.cluster, self.reconnector.on_lost())
             self.reconnector.uri = self.driver.uri
             self.instants["connected"] = time.time()
@@ -117,6 +141,10 @@ class TaskRun:
                 await self.consumers.start()
             self.publishers = await open_publishers(self.driver, self.plan, self.sinks)
             self.instants["consumers and publishers ready"] = time.time()
+            if self.plan.connections.idle:
+                clients = connections_planned(self.plan) - self.plan.connections.idle
+                await self.idle.open(self.plan.cluster, self.plan.task * connections_planned(self.plan) + clients)
+                self.instants["idle connections open"] = time.time()
             self.clock = SendClock()
             t0 = await agree_t0(self.control, self.all_gather, self.plan.cluster.name, self.plan.task)
             self.instants["t0 agreed with the other tasks"] = time.time()
@@ -129,6 +157,8 @@ class TaskRun:
             if self.plan.consumer_start_delay_s:
                 starter = loop.create_task(self.consumers.start(t0 + int(self.plan.consumer_start_delay_s * 1e9)))
                 helpers.append(starter)
+            if self.churn.planned:
+                helpers.append(loop.create_task(self.churn.run(t0)))
             if self.plan.exit_when != "never":
                 helpers.append(loop.create_task(watch_exit(t0, self.consumers, lambda: self.driver, self.stop)))
             published = await publish_all(self.publishers, self.plan, self.recorder, t0, self.clock, self.reconnector,
@@ -139,10 +169,12 @@ class TaskRun:
                 raise self._consumer_error
             unconfirmed = await drain_publishers(self.publishers, self.plan, self.interrupted)
             await self.reconnector.settled()
-            await drain_consumers(self.plan, self.recorder, self.consumers.states, published, self._consumed_before_t0,
+            await drain_consumers(self.plan, self.recorder, self.consumers.states, published.count, self._consumed_before_t0,
                                   bool(self.reconnector.records), self.interrupted, lambda: self._consumer_error)
+            self.instants[DRAINED] = time.time()
             summary = {"t0_ns": t0, "unconfirmed_at_end": unconfirmed, "load_end_ns": load_end_ns,
-                       "stopped_by": self._stopped_by(published), "consumed_before_t0": self._consumed_before_t0,
+                       "stopped_by": self._stopped_by(published.count), "consumed_before_t0": self._consumed_before_t0,
+                       "producers_due_ns": published.last_due_start_ns, "producers_first_stop_ns": published.first_stop_ns,
                        "producers": len(self.plan.publishers), "instants": self.instants,
                        "self_check": self.selfcheck.steps()}
             completed = True
@@ -160,6 +192,8 @@ class TaskRun:
             self.consumers.cancel()
             watcher.cancel()
             await close_all(self.consumers.consumers, self.publishers, self.driver)
+            await self.idle.aclose()
+            await self.churn.aclose()
             if self.clock is not None:
                 self.clock.close()
             self.progress.send(self.selfcheck, final=True)
@@ -170,7 +204,9 @@ class TaskRun:
         return {"cluster": self.plan.cluster.name, "task": self.plan.task, "attempt": self.attempt,
                 "interrupted": self.interrupted, **summary, **counts,
                 "reconnects": [r.as_dict() for r in self.reconnector.records],
-                "skipped_disconnected": list(self.reconnector.skipped_by_step)}
+                "skipped_disconnected": list(self.reconnector.skipped_by_step), "connect": self.connect_log.as_dict(),
+                "filtered": self.consumers.filtered(),
+                "churn": self.churn.stats().to_json() if self.churn.planned else None}
 
     def _stopped_by(self, published: int) -> str:
         """Why this task's load ended: the schedule ran out, an interrupt, or every producer reached its count."""
@@ -181,7 +217,8 @@ class TaskRun:
             return STOPPED_BY_COUNT
         return STOPPED_BY_SCHEDULE
 
-    def _interrupt(self) -> None:
+    def interrupt(self) -> None:
+        """Stop as Ctrl-C or the coordinator's stop does: the load ends, what was sent is drained and committed."""
         self.interrupted = True
         self.stop.set()
         self.reconnector.stop()
@@ -205,7 +242,7 @@ class TaskRun:
 
     async def _watch_control(self) -> None:
         await self.control.stop_requested.wait()
-        self._interrupt()
+        self.interrupt()
 
     # ---- riding through a lost connection (rbench.runtime.reconnect) -------------------------
     def _notify_reconnecting(self, reconnecting: bool) -> None:
@@ -219,7 +256,7 @@ class TaskRun:
     async def _reopen(self, target: ClusterTarget, on_lost: OnLost) -> str | None:
         """A fresh driver on ``target``: declare, re-open every consumer (same recording state) and publisher,
         and make them the task's; the URI it connected to. On any failure nothing it opened stays open."""
-        driver = load_driver(self.plan.driver)
+        driver = ConnectionPool(self.plan, self.connect_log, self.pacer)
         consumers: list[Consumer] = []
         try:
             await driver.open(target, on_lost)

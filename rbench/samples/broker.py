@@ -25,6 +25,14 @@ QUEUE_READY, QUEUE_UNACKED = "messages_ready", "messages_unacked"
 CPU_SECONDS = "cpu_seconds_total"                # beam process, from /proc (broker on the coordinator's host)
 ERLANG_RUNTIME = "erlang_runtime_seconds_total"   # Erlang runtime (all schedulers), from Prometheus
 MEMORY = ("mem_used_bytes", "resident_memory_bytes", "rss_bytes")   # in order of preference
+# the management API's memory breakdown (/api/nodes/NAME/memory) of what connections hold, bytes per node: sampled
+# only when the run opens idle connections (rbench.coordinator.broker: it walks every Erlang process, ~2 s at 8,000
+# connections on 3.10), for broker_conn_mem_per_connection_kib (rbench.reduce.connections)
+CONNECTION_MEMORY_CATEGORIES = ("connection_readers", "connection_writers", "connection_channels", "connection_other")
+CONNECTION_MEMORY = tuple(f"mem_{c}_bytes" for c in CONNECTION_MEMORY_CATEGORIES)
+# messages the broker accepted but routed to no queue, since the node started (counters, summed over protocols):
+# dropped (published without mandatory: the publisher is not told) and returned (mandatory: basic.return)
+UNROUTABLE_DROPPED, UNROUTABLE_RETURNED = "unroutable_dropped_total", "unroutable_returned_total"
 
 
 def broker_dir(run_dir: str | os.PathLike[str], cluster: str) -> Path:

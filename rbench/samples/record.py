@@ -24,57 +24,17 @@ from typing import Any, ClassVar
 
 from rbench.errors import SinkError
 from rbench.samples.attempts import StageAttempt
+from rbench.samples.broker_facts import BrokerFacts
+from rbench.samples.control_traffic import ControlTraffic
 from rbench.samples.faults import FaultRecord
 from rbench.samples.fields import Fields
 from rbench.samples.reconnects import Reconnect, by_loss
+from rbench.samples.refused import RefusedPeer
+from rbench.samples.steps import StepRecord
 from rbench.samples.tasks import TaskCounts, TaskResult
+from rbench.samples.variant import BrokerVariant
 
 SCHEMA_VERSION = 1
-
-
-@dataclass(frozen=True)
-class StepRecord:
-    """One step of a cluster: planned (offset, duration, rate) and, once the load ran, its real window."""
-
-    step: int                               # 0-based (rbench.samples.conventions)
-    rate_per_producer: float | None         # None: as fast as possible
-    target_rate: float | None               # all producers together
-    duration_s: float
-    offset_s: float | None = None           # planned start, s after t0 (older runs: not recorded)
-    start_ns: int | None = None             # the real window [start, end); None: the step never ran
-    end_ns: int | None = None
-    planned_start_ns: int | None = None
-    planned_end_ns: int | None = None
-    status: str | None = None               # STEP_COMPLETE, STEP_CUT or STEP_NOT_RUN (rbench.samples.runinfo)
-    cut_by: str | None = None               # why a cut or not-run step stopped (STOPPED_BY_*)
-    skipped_disconnected: int = 0           # schedule slots not sent while a task was disconnected
-    extra: Mapping[str, Any] = field(default_factory=dict)
-
-    JSON_KEYS: ClassVar[tuple[str, ...]] = (
-        "step", "rate_per_producer", "target_rate", "offset_s", "duration_s", "start_ns", "end_ns", "planned_start_ns",
-        "planned_end_ns", "status", "cut_by", "skipped_disconnected")
-
-    def to_json(self) -> dict[str, Any]:
-        return {"step": self.step, "rate_per_producer": self.rate_per_producer, "target_rate": self.target_rate,
-                "offset_s": self.offset_s, "duration_s": self.duration_s, "start_ns": self.start_ns,
-                "end_ns": self.end_ns, "planned_start_ns": self.planned_start_ns, "planned_end_ns": self.planned_end_ns,
-                "status": self.status, "cut_by": self.cut_by, "skipped_disconnected": self.skipped_disconnected,
-                **self.extra}
-
-    @classmethod
-    def from_json(cls, data: object, where: str) -> StepRecord:
-        f = Fields(data, where)
-        return cls(step=f.req_int("step", 0), rate_per_producer=f.opt_num("rate_per_producer"),
-                   target_rate=f.opt_num("target_rate"), duration_s=f.num("duration_s", 0),
-                   offset_s=f.opt_num("offset_s"), start_ns=f.opt_int("start_ns"), end_ns=f.opt_int("end_ns"),
-                   planned_start_ns=f.opt_int("planned_start_ns"), planned_end_ns=f.opt_int("planned_end_ns"),
-                   status=f.opt_text("status"), cut_by=f.opt_text("cut_by"),
-                   skipped_disconnected=f.req_int("skipped_disconnected", 0), extra=f.extra(cls.JSON_KEYS))
-
-    @property
-    def window(self) -> tuple[int, int] | None:
-        """The step's real [start, end) in ns; None when it never ran."""
-        return None if self.start_ns is None or self.end_ns is None else (self.start_ns, self.end_ns)
 
 
 @dataclass(frozen=True)
@@ -179,12 +139,14 @@ class ClusterRecord:
     broker_metrics: BrokerMetricsRecord | None = None
     stage_attempts: tuple[StageAttempt, ...] = ()
     metrics_endpoints: tuple[str, ...] = ()
+    broker: BrokerFacts | None = None        # what the run was measured on (rbench.samples.broker_facts)
+    variant: BrokerVariant | None = None     # the broker variant asked for, its settings (rbench.samples.variant)
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     JSON_KEYS: ClassVar[tuple[str, ...]] = (
         "name", "nodes", "instance_type", "volume_type", "volume_gb", "volume_iops", "uris", "status", "tasks", "producers",
         "consumers", "t0_ns", "steps", "task_results", "reconnects", "load_end_ns", "stopped_by", "pause", "broker_metrics",
-        "stage_attempts", "metrics_endpoints")
+        "stage_attempts", "metrics_endpoints", "broker", "variant")
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "nodes": self.nodes, "instance_type": self.instance_type,
@@ -196,12 +158,14 @@ class ClusterRecord:
                 "stopped_by": self.stopped_by, "pause": None if self.pause is None else self.pause.to_json(),
                 "broker_metrics": None if self.broker_metrics is None else self.broker_metrics.to_json(),
                 "stage_attempts": [a.to_json() for a in self.stage_attempts],
-                "metrics_endpoints": list(self.metrics_endpoints), **self.extra}
+                "metrics_endpoints": list(self.metrics_endpoints),
+                "broker": None if self.broker is None else self.broker.to_json(),
+                "variant": None if self.variant is None else self.variant.to_json(), **self.extra}
 
     @classmethod
     def from_json(cls, data: object, where: str) -> ClusterRecord:
         f = Fields(data, where)
-        pause, broker = f.obj("pause"), f.obj("broker_metrics")
+        pause, broker, facts = f.obj("pause"), f.obj("broker_metrics"), f.obj("broker")
         return cls(name=f.text("name"), nodes=f.opt_int("nodes"), instance_type=f.opt_text("instance_type"),
                    volume_type=f.opt_text("volume_type"), volume_gb=f.opt_num("volume_gb"),
                    volume_iops=f.opt_num("volume_iops"), uris=f.texts("uris"), status=f.opt_text("status"),
@@ -213,7 +177,10 @@ class ClusterRecord:
                    pause=None if pause is None else PauseRecord.from_json(pause.data, pause.where),
                    broker_metrics=None if broker is None else BrokerMetricsRecord.from_json(broker.data, broker.where),
                    stage_attempts=tuple(StageAttempt.from_json(e, w) for w, e in f.entries("stage_attempts")),
-                   metrics_endpoints=f.texts("metrics_endpoints"), extra=f.extra(cls.JSON_KEYS))
+                   metrics_endpoints=f.texts("metrics_endpoints"),
+                   broker=None if facts is None else BrokerFacts.from_json(facts.data, facts.where),
+                   variant=None if (v := f.obj("variant")) is None else BrokerVariant.from_json(v.data, v.where),
+                   extra=f.extra(cls.JSON_KEYS))
 
     def counts(self) -> TaskCounts:
         """What the cluster's tasks counted, every message (warm-up included)."""
@@ -325,13 +292,16 @@ class RunRecord:
     coordinator: CoordinatorIdentity | None = None
     metrics_endpoint: str | None = None
     killed: KilledNote | None = None
+    control_refused: tuple[RefusedPeer, ...] = ()   # peers the control channel turned away (samples.refused)
+    control_traffic: ControlTraffic | None = None   # lines, bytes, connections it read (samples.control_traffic)
     schema_version: int = SCHEMA_VERSION
     extra: Mapping[str, Any] = field(default_factory=dict)
 
     JSON_KEYS: ClassVar[tuple[str, ...]] = (
         "schema_version", "run_id", "status", "workload_name", "workload", "workload_hash", "driver", "started_at", "ended_at",
         "warmup_s", "message_count", "clock", "latency", "host", "clusters", "faults", "stage_attempts_allowed", "routes",
-        "queues_created", "coordinator", "metrics_endpoint", "killed")
+        "queues_created", "coordinator", "metrics_endpoint", "killed", "control_refused",
+        "control_traffic")
 
     def to_json(self) -> dict[str, Any]:
         return {"schema_version": self.schema_version, "run_id": self.run_id, "status": self.status,
@@ -346,7 +316,10 @@ class RunRecord:
                 "queues_created": {c: list(qs) for c, qs in self.queues_created.items()},
                 "coordinator": None if self.coordinator is None else self.coordinator.to_json(),
                 "metrics_endpoint": self.metrics_endpoint,
-                "killed": None if self.killed is None else self.killed.to_json(), **self.extra}
+                "killed": None if self.killed is None else self.killed.to_json(),
+                "control_refused": [r.to_json() for r in self.control_refused],
+                "control_traffic": None if self.control_traffic is None else self.control_traffic.to_json(),
+                **self.extra}
 
     @classmethod
     def from_json(cls, data: object) -> RunRecord:
@@ -360,6 +333,7 @@ class RunRecord:
             except ValueError as exc:
                 raise SinkError(f"run.json: {exc}") from None
         host, coordinator, killed = f.obj("host"), f.obj("coordinator"), f.obj("killed")
+        traffic = f.obj("control_traffic")
         return cls(run_id=f.opt_text("run_id"), status=f.opt_text("status"), workload_name=f.opt_text("workload_name"),
                    workload=f.mapping("workload"), workload_hash=f.opt_text("workload_hash"), driver=f.opt_text("driver"),
                    started_at=f.opt_text("started_at"), ended_at=f.opt_text("ended_at"),
@@ -373,6 +347,8 @@ class RunRecord:
                                                                                               coordinator.where),
                    metrics_endpoint=f.opt_text("metrics_endpoint"),
                    killed=None if killed is None else KilledNote.from_json(killed.data, killed.where),
+                   control_refused=tuple(RefusedPeer.from_json(e, w) for w, e in f.entries("control_refused")),
+                   control_traffic=None if traffic is None else ControlTraffic.from_json(traffic.data, traffic.where),
                    schema_version=version, extra=f.extra(cls.JSON_KEYS))
 
     def cluster(self, name: str) -> ClusterRecord | None:
@@ -391,9 +367,11 @@ class RunRecord:
         return sum(c.counts().published + c.counts().consumed for c in self.clusters)
 
     def broker_version(self, cluster: ClusterRecord) -> str | None:
-        """The broker version a run.json records for ``cluster``, if one does (broker telemetry, issue 16: kept
-        among the keys this rbench does not write, on the cluster, under its ``broker``, or on the run)."""
-        for source in (cluster.extra, cluster.extra.get("broker") or {}, self.extra.get("broker") or {}):
+        """The broker version a run.json records for ``cluster``: its ``broker`` facts, else (older or hand-made
+        run.json) a version key among the keys this rbench does not write, on the cluster or on the run."""
+        if cluster.broker is not None and cluster.broker.version:
+            return cluster.broker.version
+        for source in (cluster.extra, self.extra.get("broker") or {}):
             for key in ("broker_version", "rabbitmq_version", "version"):
                 if isinstance(source, Mapping) and source.get(key):
                     return str(source[key])

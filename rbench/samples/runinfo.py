@@ -23,6 +23,8 @@ from rbench.config.types import RunPlan
 from rbench.config.uri import mask_uri
 from rbench.errors import SinkError
 from rbench.samples.attempts import StageAttempt
+from rbench.samples.broker_facts import BrokerFacts
+from rbench.samples.control_traffic import ControlTraffic
 from rbench.samples.faults import FaultRecord
 from rbench.samples.reconnects import by_loss
 from rbench.samples.record import (
@@ -32,14 +34,16 @@ from rbench.samples.record import (
     HostFacts,
     PauseRecord,
     RunRecord,
-    StepRecord,
     write_run_record,
 )
+from rbench.samples.refused import RefusedPeer
+from rbench.samples.steps import StepRecord
 from rbench.samples.tasks import TaskResult
+from rbench.samples.windows import STOPPED_BY_COUNT, measure
 
 # Why a cluster's load ended. Unless the schedule ran out, each step's window is cut where the load
 # stopped, so a rate is always messages ÷ the time the load really ran (docs/parquet.md, run.json steps).
-STOPPED_BY_SCHEDULE, STOPPED_BY_INTERRUPT, STOPPED_BY_COUNT = "schedule", "interrupt", "message count reached"
+STOPPED_BY_SCHEDULE, STOPPED_BY_INTERRUPT = "schedule", "interrupt"
 STEP_COMPLETE, STEP_CUT, STEP_NOT_RUN = "complete", "cut", "not run"
 
 
@@ -74,10 +78,11 @@ class RunInfo:
     def __init__(self, run_dir: Path, plan: RunPlan, workload: dict[str, Any], workload_hash: str, *,
                  stage_attempts_allowed: int | None = None, routes: Mapping[int, list[str]] | None = None,
                  queues_created: Mapping[str, list[str]] | None = None,
-                 coordinator: CoordinatorIdentity | None = None) -> None:
+                 coordinator: CoordinatorIdentity | None = None, brokers: Mapping[str, BrokerFacts] | None = None) -> None:
         """``workload`` is the validated workload as JSON (its URIs are masked here); ``plan`` says the rest.
         ``routes``: producer → its messages' queues (fan-out); ``queues_created``: per cluster, what a later
-        run deletes should this coordinator die (rbench.coordinator.orphans)."""
+        run deletes should this coordinator die (rbench.coordinator.orphans); ``brokers``: per cluster, the broker
+        read before the run (run.json ``clusters[].broker``)."""
         self.path = run_dir / "run.json"
         specs = {c["name"]: c for c in workload.get("clusters", [])}
         # the workload as written may contain credentials: mask them in the copy we keep
@@ -91,9 +96,13 @@ class RunInfo:
                 name=t.name, nodes=t.nodes, instance_type=t.instance_type, volume_type=t.volume_type,
                 volume_gb=t.volume_gb, volume_iops=specs.get(t.name, {}).get("volume_iops"),
                 uris=tuple(mask_uri(u) for u in t.uris), status="pending", tasks=len(cp.tasks),
-                producers=plan.producers, consumers=plan.consumers,
+                producers=plan.producers, consumers=plan.consumers, broker=(brokers or {}).get(t.name),
+                variant=t.variant,
                 steps=tuple(StepRecord(step=s.index, rate_per_producer=s.rate, target_rate=plan.target_rate(s),
-                                       offset_s=s.offset_s, duration_s=s.duration_s) for s in plan.steps)))
+                                       offset_s=s.offset_s, duration_s=s.duration_s,
+                                       churn_per_task=None if s.churn is None else s.churn.rate,
+                                       churn_does=None if s.churn is None else s.churn.describe())
+                           for s in plan.steps)))
         self.record = RunRecord(
             run_id=plan.run_id, status="running", workload_name=plan.workload_name, workload=workload,
             workload_hash=workload_hash, driver=plan.driver, started_at=_iso(), warmup_s=plan.warmup_s,
@@ -119,6 +128,12 @@ class RunInfo:
     def set_metrics_endpoint(self, url: str) -> None:
         self.record = replace(self.record, metrics_endpoint=url)
 
+    def set_control_refused(self, peers: tuple[RefusedPeer, ...], traffic: ControlTraffic | None = None) -> None:
+        """The peers the control channel turned away so far, and what it read (written with the next write or
+        finish)."""
+        self.record = replace(self.record, control_refused=peers,
+                              control_traffic=self.record.control_traffic if traffic is None else traffic)
+
     def end_stage(self, name: str, stage_attempts: list[StageAttempt], faults: list[FaultRecord],
                   pause: PauseRecord | None, broker_metrics: BrokerMetricsRecord | None) -> None:
         """What the coordinator knows when a cluster's stage ended, whether it succeeded or not: every run of the
@@ -142,8 +157,10 @@ class RunInfo:
                                             metrics_endpoints=tuple(metrics_endpoints)))
 
     def set_windows(self, name: str, t0_ns: int, load_end_ns: int | None = None,
-                    stopped_by: str = STOPPED_BY_SCHEDULE) -> None:
-        """Each step's real window: planned from t0, cut at ``load_end_ns`` unless the schedule ran out.
+                    stopped_by: str = STOPPED_BY_SCHEDULE, producers_due_ns: int | None = None,
+                    producers_first_stop_ns: int | None = None) -> None:
+        """Each step's real window: planned from t0, cut at ``load_end_ns`` unless the schedule ran out; and its
+        measurement window (rbench.samples.windows: warm-up, the producers' start and a count's end excluded).
 
         A step that started before the load stopped ends there ("cut", with the reason); a step
         that would have started after it never ran ("not run": no window, no figures)."""
@@ -160,7 +177,8 @@ class RunInfo:
                 s = replace(s, start_ns=start, end_ns=cut_at, status=STEP_CUT, cut_by=stopped_by)
             else:
                 s = replace(s, start_ns=start, end_ns=planned_end, status=STEP_COMPLETE, cut_by=None)
-            steps.append(s)
+            steps.append(measure(s, self.record.warmup_s, producers_due_ns, producers_first_stop_ns,
+                                 stopped_by == STOPPED_BY_COUNT))
         self._replace_cluster(name, replace(c, t0_ns=t0_ns, load_end_ns=load_end_ns, stopped_by=stopped_by,
                                             steps=tuple(steps)))
 

@@ -27,6 +27,8 @@ from typing import Any, Literal
 from rbench.config.uri import mask_uri
 from rbench.errors import BrokerError, ConfigError, RbenchError
 from rbench.runtime.stamp import STAMP_SIZE, new_payload
+from rbench.scenarios.quiver_inflight import AdaptiveInFlight, Wakeup
+from rbench.scenarios.quiver_output import StatusTable, header
 
 STATUS_EVERY_S = 2.0
 DRAIN_TIMEOUT_S = 30.0
@@ -34,12 +36,13 @@ IDLE_END_S = 15.0                   # the receiver stops this long after the sen
 BATCH = 500                         # messages per send_batch call in closed loop
 PERCENTILES = (0.0, 25.0, 50.0, 90.0, 99.0, 99.9, 99.99, 100.0)
 Settlement = Literal["unsettled", "presettled"]
+InFlightPolicy = Literal["adaptive", "fixed"]
 
 
 @dataclass(frozen=True)
 class QuiverOptions:
     uri: str
-    queue: str = ""                          # "" = a fresh queue, deleted afterwards
+    queue: str = ""                          # "" = a fresh queue; either way deleted afterwards if this run created it
     count: int = 0                           # messages; 0 = until duration
     duration: float = 0.0                    # seconds; 0 = until count
     body_size: int = STAMP_SIZE
@@ -49,6 +52,9 @@ class QuiverOptions:
     rate: float = 0.0                        # msg/s open loop; 0 = as fast as credit allows
     warmup: float = 0.0                      # seconds excluded from latency statistics
     window: int = 1000                       # sender: max unsettled deliveries; 0 = the broker's credit only
+    in_flight: int = -1                      # sender: max sent and not yet received; -1 = the window, 0 = no bound
+    in_flight_policy: InFlightPolicy = "adaptive"    # closed loop: the bound adapts below in_flight (quiver_inflight)
+    keep_queue: bool = False                 # leave a queue this run created (rbench run's queues.keep)
 
     def check(self) -> None:
         from rbench.drivers.amqp10_uri import Amqp10Uri
@@ -60,6 +66,15 @@ class QuiverOptions:
             raise ConfigError("--body-size: expected >= 0; --credit: expected > 0")
         if self.rate < 0 or self.warmup < 0 or self.window < 0:
             raise ConfigError("--rate, --warmup, --window: expected >= 0")
+        if self.in_flight < -1:
+            raise ConfigError(f"--in-flight: expected >= 0 (0: no bound), got {self.in_flight}")
+        if self.in_flight_policy not in ("adaptive", "fixed"):
+            raise ConfigError(f"--in-flight-policy: expected adaptive or fixed, got {self.in_flight_policy!r}")
+
+    @property
+    def in_flight_bound(self) -> int:
+        """Messages the sender may have sent that the receiver has not yet got (0: no bound)."""
+        return self.window if self.in_flight < 0 else self.in_flight
 
 
 @dataclass
@@ -181,12 +196,14 @@ def _use_uvloop() -> None:
         pass
 
 
-def sender_main(opts: QuiverOptions, queue: str, out: Any, go: Any) -> None:
-    """Child process: send until count or duration, settle, report."""
+def sender_main(opts: QuiverOptions, queue: str, out: Any, go: Any, received: Any, wake: Any) -> None:
+    """Child process: send until count or duration, settle, report. ``received``: the receiver's count
+    (shared memory, written by its LatencyTap), which bounds what is in flight; ``wake``: the pipe it wakes
+    this process on (Wakeup)."""
     _use_uvloop()
     side = Side("sender")
     try:
-        asyncio.run(_send(opts, queue, out, go, side))
+        asyncio.run(_send(opts, queue, out, go, side, received, wake))
     except RbenchError as exc:
         side.error = str(exc)
     except Exception as exc:                       # reported as one line by the parent
@@ -211,13 +228,15 @@ class _Confirms:
         pass
 
 
-async def _send(opts: QuiverOptions, queue: str, out: Any, go: Any, side: Side) -> None:
+async def _send(opts: QuiverOptions, queue: str, out: Any, go: Any, side: Side, received: Any,
+                wake: Any) -> None:
     from rbench.config.types import ClusterTarget, PublisherSpec
     from rbench.drivers.amqp10 import Amqp10Driver
     from rbench.drivers.amqp10_protocol import FLUSH_BYTES
 
     driver = Amqp10Driver()
     await driver.open(ClusterTarget("quiver", (opts.uri,)))
+    woken: Wakeup | None = None
     try:
         unsettled = opts.settlement == "unsettled"
         pub = await driver.publisher(PublisherSpec(0, queue, routing_key=queue, confirm=unsettled,
@@ -234,29 +253,52 @@ async def _send(opts: QuiverOptions, queue: str, out: Any, go: Any, side: Side) 
         seq = 0
         next_status = time.monotonic() + STATUS_EVERY_S
         period_ns = int(1e9 / opts.rate) if opts.rate else 0
+        bound = opts.in_flight_bound
+        # closed loop: the bound follows the pipeline's bandwidth-delay product, at most --in-flight. Open loop
+        # keeps the fixed one: a paced sender is not what fills the queue, and a message held back is late.
+        adapt = AdaptiveInFlight(bound, opts.credit) \
+            if bound and not period_ns and opts.in_flight_policy == "adaptive" else None
+        # Waiting for a quarter of the bound to free (not one message) keeps the batches, and the writes, large.
+        resume = max(1, bound // 4)
+        woken = Wakeup(loop, wake)
         while seq < limit:
             now = time.time_ns()
             if now >= end_ns:
                 break
+            if time.monotonic() >= next_status:                 # also while waiting for the receiver
+                next_status += STATUS_EVERY_S
+                out.put(("status", "sender", (time.time_ns(), seq, _cpu_s() - cpu0, _rss_kb()), None))
+            if adapt is not None:
+                # resume at half: in flight then stays between the bound's half (one bandwidth-delay product)
+                # and the bound (two), and a batch is half the bound or more (at most BATCH)
+                bound = adapt.update(received[0], now)
+                resume = max(1, bound // 2)
+            room = bound - (seq - received[0]) if bound else BATCH
+            if room < resume:            # the receiver is behind: more would only queue up in the broker
+                await woken.until(received, seq - bound + resume)
+                continue
             if period_ns:                                        # open loop: every message due by now
                 due = t0 + seq * period_ns
                 if due > now:
                     await asyncio.sleep((due - now) / 1e9)
                     continue
-                sent = sender.send_batch(conn.reader.out, payload, seq, 1, opts.window, due)
+                # every message due by now, each with its own intended time, then one write for them all
+                due_n = min(limit - seq, (now - due) // period_ns + 1, room if bound else BATCH)
+                sent = 0
+                while sent < due_n and sender.send_batch(conn.reader.out, payload, seq + sent, 1, opts.window,
+                                                         due + sent * period_ns):
+                    sent += 1
             else:
-                sent = sender.send_batch(conn.reader.out, payload, seq, min(BATCH, limit - seq), opts.window, 0,
-                                         FLUSH_BYTES)
+                sent = sender.send_batch(conn.reader.out, payload, seq, min(BATCH, limit - seq, room), opts.window,
+                                         0, FLUSH_BYTES)
             seq += sent
-            if sent == 0 or len(conn.reader.out) >= FLUSH_BYTES or not period_ns:
-                conn.flush()
+            conn.flush()             # open loop too: a due message goes on the wire now, not with the next batch
+            if adapt is not None and sent:
+                adapt.sent(seq, now)
             if sent == 0:
                 await pub.ready()                                # credit, window or socket buffer
             elif not period_ns:
                 await asyncio.sleep(0)                           # let dispositions and flow frames in
-            if time.monotonic() >= next_status:
-                next_status += STATUS_EVERY_S
-                out.put(("status", "sender", (time.time_ns(), seq, _cpu_s() - cpu0, _rss_kb()), None))
         side.count = seq
         conn.flush()
         if unsettled:
@@ -266,16 +308,20 @@ async def _send(opts: QuiverOptions, queue: str, out: Any, go: Any, side: Side) 
         side.max_rss_kb = _rss_kb()
         await pub.aclose()
     finally:
+        if woken is not None:
+            woken.close()
         await driver.aclose()
 
 
-def receiver_main(opts: QuiverOptions, queue: str, out: Any, ready: Any, expected: Any) -> None:
-    """Child process: receive until ``expected`` (set by the parent when the sender is done) arrived."""
+def receiver_main(opts: QuiverOptions, queue: str, out: Any, ready: Any, expected: Any, received: Any,
+                  wake: Any) -> None:
+    """Child process: receive until ``expected`` (set by the parent when the sender is done) arrived; the count
+    so far is kept in ``received`` for the sender."""
     _use_uvloop()
     side = Side("receiver")
     columns: tuple[bytes, ...] | None = None
     try:
-        columns = asyncio.run(_receive(opts, queue, out, ready, expected, side))
+        columns = asyncio.run(_receive(opts, queue, out, ready, expected, side, received, wake))
     except RbenchError as exc:
         side.error = str(exc)
     except Exception as exc:
@@ -285,7 +331,7 @@ def receiver_main(opts: QuiverOptions, queue: str, out: Any, ready: Any, expecte
 
 
 async def _receive(opts: QuiverOptions, queue: str, out: Any, ready: Any, expected: Any,
-                   side: Side) -> tuple[bytes, ...]:
+                   side: Side, received: Any, wake: Any) -> tuple[bytes, ...]:
     import numpy as np
 
     from rbench.config.types import ClusterTarget, ConsumerSpec
@@ -296,6 +342,8 @@ async def _receive(opts: QuiverOptions, queue: str, out: Any, ready: Any, expect
     await driver.open(ClusterTarget("quiver", (opts.uri,)))
     try:
         tap = LatencyTap()
+        os.set_blocking(wake.fileno(), False)
+        tap.publish_count(received, wake.fileno())
         consumer = await driver.consumer(ConsumerSpec(0, queue, prefetch=opts.credit,
                                                       auto_ack=opts.settlement == "presettled"), tap)
         cpu0 = _cpu_s()
@@ -341,13 +389,16 @@ def run(opts: QuiverOptions, line: Callable[[str], None] = print) -> QuiverResul
 
     opts.check()
     queue = opts.queue or f"rbench-amqp10-{uuid.uuid4().hex[:8]}"
-    asyncio.run(_admin(opts.uri, queue, opts.durable, delete=False))
+    created = asyncio.run(_admin(opts.uri, queue, opts.durable, delete=False))
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     ready, go = ctx.Event(), ctx.Event()
     expected = ctx.Value("q", -1)
-    receiver = ctx.Process(target=receiver_main, args=(opts, queue, out, ready, expected), daemon=True)
-    sender = ctx.Process(target=sender_main, args=(opts, queue, out, go), daemon=True)
+    received = ctx.RawArray("q", 2)       # the receiver's count, and the count the sender waits for (Wakeup)
+    wake_r, wake_w = ctx.Pipe(duplex=False)
+    receiver = ctx.Process(target=receiver_main, args=(opts, queue, out, ready, expected, received, wake_w),
+                           daemon=True)
+    sender = ctx.Process(target=sender_main, args=(opts, queue, out, go, received, wake_r), daemon=True)
     sides: dict[str, Side] = {}
     columns: tuple[bytes, ...] | None = None
     try:
@@ -356,7 +407,7 @@ def run(opts: QuiverOptions, line: Callable[[str], None] = print) -> QuiverResul
             raise BrokerError("amqp10: the receiver did not attach within 30 s")
         sender.start()
         go.set()
-        line(_header())
+        line(header())
         t_start = time.time_ns()
         table = StatusTable(t_start)
         while len(sides) < 2:
@@ -385,10 +436,12 @@ def run(opts: QuiverOptions, line: Callable[[str], None] = print) -> QuiverResul
                 columns = extra
     finally:
         for p in (sender, receiver):
+            if p.pid is None:                    # never started (the receiver did not attach)
+                continue
             p.join(10)
             if p.is_alive():
                 p.kill()
-        if not opts.queue:
+        if created and not opts.keep_queue:      # as rbench run: what the run made goes, a queue it found stays
             try:
                 asyncio.run(_admin(opts.uri, queue, opts.durable, delete=True))
             except RbenchError:
@@ -407,81 +460,24 @@ def run(opts: QuiverOptions, line: Callable[[str], None] = print) -> QuiverResul
     return result
 
 
-def _header() -> str:
-    return (f"{'':>8} {'Sender':-^33}  {'Receiver':-^45}\n"
-            f"{'Time [s]':>8} {'Count [m]':>10} {'Rate [m/s]':>10} {'CPU [%]':>7} {'RSS [M]':>7}"
-            f"  {'Count [m]':>10} {'Rate [m/s]':>10} {'CPU [%]':>7} {'RSS [M]':>7} {'Latency [ms]':>12}")
-
-
-def _rates(t_start: int, h: list[Any]) -> tuple[int, float, float, float]:
-    """(count, rate, CPU %, RSS MiB) over the last status interval of one side."""
-    t, n, cpu, rss = h[1][:4]
-    p_t, p_n, p_cpu = (h[0][0], h[0][1], h[0][2]) if h[0] is not None else (t_start, 0, 0.0)
-    dt = max(1e-9, (t - p_t) / 1e9)
-    return n, (n - p_n) / dt, (cpu - p_cpu) / dt * 100, rss / 1024
-
-
-class StatusTable:
-    """quiver's 2-second table: one row per receiver status, with the sender's latest interval beside it.
-
-    A side that has finished shows "-", as before it started, rather than its last 2-second figures:
-    a sender that ended between two statuses would otherwise stay on a count it had long passed."""
-
-    def __init__(self, t_start: int) -> None:
-        self.t_start = t_start
-        self.hist: dict[str, list[Any]] = {"sender": [None, None], "receiver": [None, None]}   # [previous, last]
-
-    def status(self, role: str, data: Any) -> str | None:
-        """Take one side's status (time ns, count, CPU s, RSS KiB[, median latency ms]); a row when it is the receiver's."""
-        h = self.hist[role]
-        h[0], h[1] = h[1], data
-        return _row(self.t_start, self.hist["sender"], h) if role == "receiver" else None
-
-    def done(self, role: str) -> None:
-        self.hist[role] = [None, None]
-
-
-def _row(t_start: int, snd: list[Any], rcv: list[Any]) -> str:
-    secs = (rcv[1][0] - t_start) / 1e9
-    left = f"{'-':>10} {'-':>10} {'-':>7} {'-':>7}"
-    if snd[1] is not None:
-        n, rate, cpu, rss = _rates(t_start, snd)
-        left = f"{n:>10,} {rate:>10,.0f} {cpu:>7.0f} {rss:>7.1f}"
-    n, rate, cpu, rss = _rates(t_start, rcv)
-    return f"{secs:>8.1f} {left}  {n:>10,} {rate:>10,.0f} {cpu:>7.0f} {rss:>7.1f} {rcv[1][4]:>12.3f}"
-
-
-async def _admin(uri: str, queue: str, durable: bool, delete: bool) -> None:
-    """Declare (or delete) the queue over AMQP 0.9.1: RabbitMQ 3.x's AMQP 1.0 plugin cannot declare."""
+async def _admin(uri: str, queue: str, durable: bool, delete: bool) -> bool:
+    """Declare (or delete) the queue over AMQP 0.9.1: RabbitMQ 3.x's AMQP 1.0 plugin cannot declare.
+    Declaring returns whether the queue was created here (False: it existed, and is not this run's to delete)."""
     from rbench.config.types import ClusterTarget, QueueDecl, Topology
     from rbench.drivers.amqp091 import Amqp091Driver
+    from rbench.drivers.replies import NotFound
 
     admin = Amqp091Driver()
     await admin.open(ClusterTarget("quiver-admin", (uri,)))
     try:
         if delete:
             await admin.delete_queues([queue])
-        else:
+            return False
+        try:
+            await admin.queue_declare(queue, passive=True)
+            return False
+        except NotFound:
             await admin.declare(Topology(queues=(QueueDecl(queue, durable=durable),)))
+            return True
     finally:
         await admin.aclose()
-
-
-def write_outputs(result: QuiverResult, directory: Any) -> tuple[Any, Any]:
-    """summary.json (quiver's keys plus rbench's) and samples.parquet; their paths."""
-    import json
-    from pathlib import Path
-
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    d = Path(directory)
-    d.mkdir(parents=True, exist_ok=True)
-    summary = d / "summary.json"
-    summary.write_text(json.dumps(result.summary(), indent=2))
-    samples = d / "samples.parquet"
-    cols = result.columns
-    table = pa.table({k: pa.array(cols.get(k, []), type=pa.int64())
-                      for k in ("seq", "t_intended", "t_sent", "t_received")})
-    pq.write_table(table, samples)
-    return summary, samples

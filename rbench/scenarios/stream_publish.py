@@ -10,12 +10,16 @@ Two variants, each repeated ``rounds`` times on a fresh publisher:
 Messages are 10 bytes (``'{:010d}'.format(n)``), AMQP 1.0 ``data`` sections or raw
 binary. Per round we record wall time and this process's CPU (getrusage user+sys),
 so the report gives msgs/s and client CPU per message; medians over rounds are what
-the CLI prints, and a box plot shows the spread (one box per variant).
+the CLI prints, and a box plot shows the spread (one box per variant). With a rate cap
+(``--rate``) message n is not sent before n / rate seconds into its round (a batch goes
+out at its first message's due time), so a round can never beat the cap by more than one
+batch: the rates are then "at most the cap", not a publisher's best.
 It goes through the same ``StreamDriver``/``StreamPublisher`` the runtime uses, so
 what it measures is what a workload gets.
 """
 from __future__ import annotations
 
+import asyncio
 import resource
 import statistics
 import time
@@ -71,6 +75,7 @@ class Report:
 
     message_format: str
     rounds: list[RoundResult] = field(default_factory=list)
+    rate_cap: float | None = None          # msg/s; None: as fast as confirms allow
 
     def variants(self) -> list[str]:
         return list(dict.fromkeys(r.variant for r in self.rounds))
@@ -84,6 +89,7 @@ class Report:
     def as_dict(self) -> dict[str, object]:
         return {
             "message_format": self.message_format,
+            "rate_cap": self.rate_cap,
             "rounds": [asdict(r) | {"rate": r.rate, "cpu_us_per_msg": r.cpu_us_per_msg} for r in self.rounds],
             "medians": {v: {"rate": self.median_rate(v), "cpu_us_per_msg": self.median_cpu_us(v)}
                         for v in self.variants()},
@@ -91,6 +97,9 @@ class Report:
 
     def table(self) -> str:
         lines = [f"{'variant':<8} {'rounds':>6} {'median msg/s':>13} {'min':>10} {'max':>10} {'CPU µs/msg':>11}"]
+        if self.rate_cap is not None:
+            lines.insert(0, f"rates capped at {self.rate_cap:,.0f} msg/s (message n sent no earlier than n / rate s into "
+                            f"its round); msg/s = confirmed messages / the round's wall time")
         for v in self.variants():
             rates = [r.rate for r in self.rounds if r.variant == v]
             lines.append(f"{v:<8} {len(rates):>6} {self.median_rate(v):>13,.0f} {min(rates):>10,.0f} "
@@ -117,9 +126,10 @@ class CountingSink:
         pass
 
 
-async def publish_messages(pub: StreamPublisher, count: int, batch: int) -> None:
+async def publish_messages(pub: StreamPublisher, count: int, batch: int, rate: float | None = None) -> None:
     """Publish messages 0..count-1 (``message(n)``), waiting for every confirm of each
-    ``batch`` before the next, exactly as a workload's publisher waits (``drain``).
+    ``batch`` before the next, exactly as a workload's publisher waits (``drain``); with
+    ``rate``, each batch also waits for its first message's due time (start + n / rate).
 
     Why not send the next batch straight from the confirm callback: it was tried. It
     takes ~10 µs of Python off each round trip, yet on this 2-vCPU machine it made the
@@ -130,7 +140,11 @@ async def publish_messages(pub: StreamPublisher, count: int, batch: int) -> None
     fmt = "{:010d}".format
     publish = pub.publish
     drain = pub.drain
+    loop = asyncio.get_running_loop()
+    t0 = loop.time()
     for start in range(0, count, batch):
+        if rate is not None and (wait := t0 + start / rate - loop.time()) > 0:
+            await asyncio.sleep(wait)
         for n in range(start, min(start + batch, count)):
             publish(fmt(n).encode(), n)
         if await drain(STALL_TIMEOUT_S):
@@ -153,15 +167,17 @@ async def open_publisher(driver: StreamDriver, stream: str, fmt: Format) -> tupl
     """A fresh confirmed publisher and the sink that counts its confirms."""
     sink = CountingSink()
     pub = await driver.publisher(PublisherSpec(0, stream, confirm=True, message_format=fmt), sink)
+    assert isinstance(pub, StreamPublisher)          # one stream, not a super stream
     return pub, sink
 
 
-async def publish_round(driver: StreamDriver, stream: str, variant: Variant, fmt: Format, index: int) -> RoundResult:
+async def publish_round(driver: StreamDriver, stream: str, variant: Variant, fmt: Format, index: int,
+                        rate: float | None = None) -> RoundResult:
     """One timed round on a fresh publisher; connection set-up is outside the timing."""
     pub, sink = await open_publisher(driver, stream, fmt)
     try:
         c0, t0 = cpu_seconds(), time.perf_counter()
-        await publish_messages(pub, variant.messages, variant.batch)
+        await publish_messages(pub, variant.messages, variant.batch, rate)
         t1, c1 = time.perf_counter(), cpu_seconds()
     finally:
         await pub.aclose()
@@ -173,20 +189,22 @@ async def publish_round(driver: StreamDriver, stream: str, variant: Variant, fmt
 
 async def run_async(target: ClusterTarget, variants: list[Variant], rounds: int, fmt: Format,
                     stream: str | None = None, keep_stream: bool = False,
-                    progress: Callable[[RoundResult], None] | None = None) -> Report:
+                    progress: Callable[[RoundResult], None] | None = None, rate: float | None = None) -> Report:
     """Create the stream (unique name unless given), run the rounds interleaved, delete it."""
     if rounds <= 0:
         raise ConfigError("stream-publish: --rounds must be positive")
+    if rate is not None and not rate > 0:
+        raise ConfigError(f"stream-publish: --rate: expected a positive rate in msg/s, got {rate:g}")
     name = stream or f"rbench-stream-publish-{uuid.uuid4().hex[:8]}"
     driver = StreamDriver()
     await driver.open(target)
-    report = Report(fmt)
+    report = Report(fmt, rate_cap=rate)
     created = False
     try:
         created = await driver.create_stream(QueueDecl(name, arguments=(("x-queue-type", "stream"),)))
         for i in range(rounds):
             for v in variants:       # interleaved, so broker drift hits every variant alike
-                result = await publish_round(driver, name, v, fmt, i)
+                result = await publish_round(driver, name, v, fmt, i, rate)
                 report.rounds.append(result)
                 if progress is not None:
                     progress(result)
@@ -200,11 +218,12 @@ async def run_async(target: ClusterTarget, variants: list[Variant], rounds: int,
 
 
 def run(target: ClusterTarget, variants: list[Variant], rounds: int, fmt: Format, stream: str | None = None,
-        keep_stream: bool = False, progress: Callable[[RoundResult], None] | None = None) -> Report:
+        keep_stream: bool = False, progress: Callable[[RoundResult], None] | None = None,
+        rate: float | None = None) -> Report:
     """Synchronous entry point on uvloop (the loop the runtime uses)."""
     import uvloop
 
-    return uvloop.run(run_async(target, variants, rounds, fmt, stream, keep_stream, progress))
+    return uvloop.run(run_async(target, variants, rounds, fmt, stream, keep_stream, progress, rate))
 
 
 def box_plot(report: Report, path: Path, title: str = "rbench stream-publish") -> Path:
@@ -220,7 +239,8 @@ def box_plot(report: Report, path: Path, title: str = "rbench stream-publish") -
         rates = [r.rate for r in report.rounds if r.variant == v]
         ax.boxplot(rates, widths=0.5)
         ax.scatter([1] * len(rates), rates, s=12, alpha=0.6, color="tab:blue")
-        ax.set_title(f"{v}: median {report.median_rate(v):,.0f} msg/s\n"
+        cap = f" (cap {report.rate_cap:,.0f})" if report.rate_cap is not None else ""
+        ax.set_title(f"{v}: median {report.median_rate(v):,.0f} msg/s{cap}\n"
                      f"CPU {report.median_cpu_us(v):.2f} µs/msg, {len(rates)} rounds", fontsize=9)
         ax.set_ylabel("messages per second")
         ax.set_xticks([1], [f"{v} ({report.message_format})"])

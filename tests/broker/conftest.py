@@ -6,7 +6,6 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.brokers import BROKERS, Broker
 from tests.proxy import MakeProxy, TcpProxy, host_port
 
 
@@ -35,11 +34,3 @@ def amqp_proxy(tcp_proxy: MakeProxy, amqp_url: str) -> TcpProxy:
 def stream_proxy(tcp_proxy: MakeProxy, stream_url: str) -> TcpProxy:
     """A proxy in front of the broker's stream port (5552)."""
     return tcp_proxy(host_port(stream_url, 5552))
-
-
-@pytest.fixture(params=BROKERS, ids=lambda b: b.name)
-def broker(request: pytest.FixtureRequest) -> Broker:
-    """Each broker of tests/brokers.py (RabbitMQ 3.10 and 4.0), for the modules that run on both."""
-    b: Broker = request.param
-    b.require()
-    return b

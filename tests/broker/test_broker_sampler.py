@@ -6,12 +6,14 @@ import socket
 import time
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.compute as pc
 
 from rbench.config.model import BrokerMetrics
 from rbench.config.types import ClusterTarget
 from rbench.coordinator.broker import BrokerSampler, parse_prometheus
-from rbench.samples.broker import read_broker
+from rbench.samples.broker import CONNECTION_MEMORY, UNROUTABLE_DROPPED, UNROUTABLE_RETURNED, read_broker
+from tests.brokers import Broker
 
 
 def _closed_port() -> int:
@@ -95,3 +97,42 @@ def test_listed_endpoints_are_each_sampled_and_management_falls_over(tmp_path: P
     assert {"management", "prometheus"} <= sources
     prom_nodes = set(table.filter(pc.equal(table["source"], "prometheus"))["node"].to_pylist())
     assert len(prom_nodes) == 1 and next(iter(prom_nodes)).startswith("rabbit@")   # the live node, by its name
+
+
+def test_unroutable_counters_are_one_figure_per_node_on_both_brokers(tmp_path: Path, broker: Broker,
+                                                                    unique_name: str) -> None:
+    """Prometheus gives rabbitmq_global_messages_unroutable_*_total once per protocol (3.10: amqp091 and stream;
+    4.0: amqp10 too); the sampler writes their sum, one row per node and sample, and a last sample at stop."""
+    cfg = BrokerMetrics(interval=0.3, management_port=broker.management_port, prometheus_port=broker.prometheus_port)
+    sampler, printed = _sample(tmp_path, broker.amqp_url, unique_name, cfg, 2)
+    assert printed == ""
+    table = read_broker(tmp_path, "local")
+    for metric in (UNROUTABLE_DROPPED, UNROUTABLE_RETURNED):
+        rows = table.filter(pc.equal(table["metric"], metric))
+        assert set(rows["source"].to_pylist()) == {"prometheus"}
+        times = rows["t_ns"].to_pylist()
+        assert len(times) == len(set(times)) == sampler.samples >= 3       # 2 taken before stop(), 1 at it
+        assert all(v >= 0 for v in rows["value"].to_pylist())
+
+
+def test_the_memory_breakdown_of_connections_is_sampled_on_both_brokers(tmp_path: Path, broker: Broker,
+                                                                        unique_name: str) -> None:
+    """/api/nodes/NAME/memory (3.10 and 4.0): the four connection categories per node, only when asked (runs with
+    idle connections), stamped with the time of a sample the sampler took; the node figures stay as they were."""
+    cfg = BrokerMetrics(interval=0.3, management_port=broker.management_port, prometheus_port=broker.prometheus_port)
+    target = ClusterTarget(name="local", uris=(broker.amqp_url,))
+    sampler = BrokerSampler(tmp_path, "run-x", target, [unique_name], cfg, io.StringIO(), memory_breakdown=True).start()
+    deadline = time.monotonic() + 30
+    while sampler.samples < 4 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    sampler.stop()
+    table = read_broker(tmp_path, "local")
+    breakdown = table.filter(pc.is_in(table["metric"], pa.array(CONNECTION_MEMORY)))
+    assert set(breakdown["metric"].to_pylist()) == set(CONNECTION_MEMORY)
+    assert set(breakdown["source"].to_pylist()) == {"management"}
+    assert all(v >= 0 for v in breakdown["value"].to_pylist())
+    sampled_at = set(table.filter(pc.equal(table["metric"], "mem_used_bytes"))["t_ns"].to_pylist())
+    assert set(breakdown["t_ns"].to_pylist()) <= sampled_at
+    plain = tmp_path / "plain"
+    _sample(plain, broker.amqp_url, unique_name, cfg, 2)
+    assert not set(read_broker(plain, "local")["metric"].to_pylist()) & set(CONNECTION_MEMORY)

@@ -32,6 +32,7 @@ from rbench.drivers.base import DRIVERS, Consumer, Driver, Publisher, load_drive
 from rbench.drivers.replies import NotFound
 from rbench.errors import BrokerError, ConfigError, ConnectError, ConnectionLost
 from rbench.runtime.stamp import new_payload, read_stamp, write_stamp
+from tests.broker import on_both_brokers
 from tests.brokers import Broker
 from tests.drivers_matrix import MATRIX, DriverRow
 from tests.loops import LoopRunner
@@ -58,15 +59,8 @@ def row(request: pytest.FixtureRequest) -> DriverRow:
     return MATRIX[name]
 
 
-@pytest.fixture
-def amqp_url(broker: Broker) -> str:
-    """The AMQP URL of this test's broker (overrides the session's 3.10 one for this module)."""
-    return broker.amqp_url
-
-
-@pytest.fixture
-def stream_url(broker: Broker) -> str:
-    return broker.stream_url
+# the AMQP and stream URLs of this test's broker (override the session's 3.10 ones for this module)
+amqp_url, stream_url = on_both_brokers.amqp_url, on_both_brokers.stream_url
 
 
 @pytest.fixture

@@ -141,6 +141,37 @@ def test_a_cut_connection_is_ridden_through(driver: str, rate: int, connections:
     assert proxy.accepted == 2 * connections  # the first connection(s) and the reconnect
 
 
+def test_per_client_connections_ride_through_a_cut_of_them_all(amqp_url: str, unique_name: str, queues: list[str],
+                                                               tcp_proxy: MakeProxy, tmp_path: Path,
+                                                               run: LoopRunner) -> None:
+    """connections: per_client (issue 32): four connections, every one cut; the pool re-opens all four."""
+    proxy = tcp_proxy(host_port(amqp_url, 5672))
+    task = TaskRun(_plan([proxy.uri(amqp_url)], unique_name, tmp_path, connections="per_client"), 0, None, None)
+    _cut_and_check(task, proxy, tmp_path, run, RATE)
+    assert proxy.accepted == 2 * (PRODUCERS + 2)
+
+
+def test_losing_one_of_a_tasks_connections_is_ridden_through(amqp_url: str, unique_name: str, queues: list[str],
+                                                             tcp_proxy: MakeProxy, tmp_path: Path,
+                                                             run: LoopRunner) -> None:
+    """Two URIs (two proxies to the same broker): per_client connections alternate between them; cutting
+    only the second proxy's loses half the task's connections, and the task re-opens them and goes on."""
+    first, second = tcp_proxy(host_port(amqp_url, 5672)), tcp_proxy(host_port(amqp_url, 5672))
+    task = TaskRun(_plan([first.uri(amqp_url), second.uri(amqp_url)], unique_name, tmp_path,
+                         connections="per_client"), 0, None, None)
+    cut_at: list[int] = []
+
+    def cut() -> None:
+        cut_at.append(time.time_ns())
+        assert second.cut() == 2                     # producer-1 and consumer-1 went to the second URI first
+
+    _after(1.8, cut)
+    result = _run(task, run)
+    assert cut_at and first.accepted == second.accepted == 4     # 2 each, then the whole pool again, still spread
+    _check_rode_through(result, tmp_path / "run", cut_at[0])
+    assert result["connect"]["opened"] == 2 * (PRODUCERS + 2)
+
+
 def test_a_stream_task_rides_through_and_its_consumers_resume_where_they_stopped(
         amqp_url: str, stream_url: str, unique_name: str, queues: list[str], tcp_proxy: MakeProxy, tmp_path: Path,
         run: LoopRunner) -> None:

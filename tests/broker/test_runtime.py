@@ -122,7 +122,7 @@ def test_stop_flushes_and_commits_as_interrupted(amqp_url: str, unique_name: str
 
     async def main() -> dict:
         loop = asyncio.get_running_loop()
-        loop.call_later(1.5, task._interrupt)
+        loop.call_later(1.5, task.interrupt)
         return await task.run()
 
     started = time.monotonic()

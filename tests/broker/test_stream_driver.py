@@ -1,4 +1,4 @@
-"""The stream driver against the real broker (stream plugin on 5552).
+"""The stream driver against the real brokers (3.10's stream plugin on 5552, 4.0's on 5580).
 
 Every test uses its own stream (unique_name) and deletes it; counts are small and
 every wait is bounded.
@@ -16,11 +16,14 @@ import pytest
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, QueueDecl, Topology
 from rbench.drivers.base import Consumer, Publisher, load_driver
 from rbench.drivers.stream import StreamDriver
-from rbench.errors import BrokerError, ConnectError
+from rbench.errors import BrokerError, ConfigError, ConnectError
 from rbench.runtime.stamp import STAMP_SIZE, new_payload, read_stamp, write_stamp
+from tests.broker import on_both_brokers
+from tests.brokers import Broker
 from tests.loops import LoopRunner
 
 pytestmark = pytest.mark.timeout(120)
+amqp_url, stream_url = on_both_brokers.amqp_url, on_both_brokers.stream_url     # fixtures: the broker row's URLs
 
 
 def target(amqp_url: str, stream_url: str | None = None) -> ClusterTarget:
@@ -204,13 +207,15 @@ def test_timestamp_offset_starts_at_chunks_written_after_it(amqp_url: str, strea
     run(main())
 
 
-def test_single_active_consumer_only_one_receives_then_the_other_takes_over(
-        amqp_url: str, stream_url: str, unique_name: str, run: LoopRunner) -> None:
-    """On 3.11+ the group has one active member; 3.10 ignores the property, so the driver refuses."""
+def test_single_active_consumer_takes_over_after_the_stored_offset(broker: Broker, unique_name: str,
+                                                                   run: LoopRunner) -> None:
+    """On 3.11+ the group has one active member, and a member taking over starts after the offset the group
+    stored: nothing re-read after a clean close, only what was not stored yet after a crash. 3.10 ignores
+    the property, so the driver refuses."""
     async def main() -> None:
-        async with driver_with_stream(amqp_url, stream_url, unique_name) as d:
-            a, b = Inbox(), Inbox()
-            spec = dict(queue=unique_name, single_active=True, extra={"name": "group-1"})
+        async with driver_with_stream(broker.amqp_url, broker.stream_url, unique_name) as d:
+            a, b, c = Inbox(), Inbox(), Inbox()
+            spec = dict(queue=unique_name, single_active=True, offset="first", extra={"name": "group-1"})
             if d.broker_version() < (3, 11):
                 with pytest.raises(BrokerError, match="needs RabbitMQ 3.11"):
                     await d.consumer(ConsumerSpec(0, **spec), a)  # type: ignore[arg-type]
@@ -218,17 +223,42 @@ def test_single_active_consumer_only_one_receives_then_the_other_takes_over(
             ca = await d.consumer(ConsumerSpec(0, **spec), a)  # type: ignore[arg-type]
             cb = await d.consumer(ConsumerSpec(1, **spec), b)  # type: ignore[arg-type]
             await _publish_chunks(d, unique_name, 5, 10)()
-            await asyncio.sleep(0.5)
             await a.wait_for(50, timeout=5)
+            await asyncio.sleep(0.3)
             assert len(a.stamps) == 50 and b.stamps == []      # the first subscriber is active
             assert ca.active and not cb.active                 # type: ignore[attr-defined]
-            await ca.aclose()                                  # b takes over ...
+            await ca.aclose()                                  # a stores its last offset; b takes over after it
+            assert ca.stored is not None                       # type: ignore[attr-defined]
             pub = await d.publisher(PublisherSpec(2, unique_name, confirm=True), Sink())
-            await publish_stamped(pub, 2, range(5), size=STAMP_SIZE)
-            await pub.aclose()
+            await publish_stamped(pub, 2, range(5), size=STAMP_SIZE, batch=5)
             await b.wait_for(5)
+            await asyncio.sleep(0.3)
             assert cb.active                                   # type: ignore[attr-defined]
-            assert b.stamps[-5:] == [(2, s) for s in range(5)]
+            assert b.stamps == [(2, s) for s in range(5)]      # not one of a's 50 again
+            cc = await d.consumer(ConsumerSpec(2, **spec), c)  # type: ignore[arg-type]
+            await publish_stamped(pub, 2, range(5, 10), size=STAMP_SIZE, batch=5)
+            await b.wait_for(10)
+            assert b.stamps == [(2, s) for s in range(10)] and c.stamps == []
+            stored = cb.stored                                 # type: ignore[attr-defined]
+            assert stored is not None                          # b stored on its first chunk, maybe later too
+            cb._proto.transport.abort()                        # type: ignore[attr-defined]  # b crashes: no last store
+            await publish_stamped(pub, 2, range(10, 12), size=STAMP_SIZE, batch=2)
+            await pub.aclose()
+            # what c must read: the stream from the offset after b's last store (stream offsets count the
+            # broker's tracking entries too, so they are not message numbers)
+            oracle = Inbox()
+            co = await d.consumer(ConsumerSpec(3, unique_name, offset=f"offset:{stored + 1}"), oracle)
+            await oracle.wait_for(2)
+            await asyncio.sleep(0.5)
+            await co.aclose()
+            first = 12 - len(oracle.stamps)                    # b's unstored tail: at most all ten it read
+            assert 0 <= first <= 10 and oracle.stamps == [(2, s) for s in range(first, 12)]
+            await c.wait_for(len(oracle.stamps))
+            await asyncio.sleep(0.3)
+            assert cc.active                                   # type: ignore[attr-defined]
+            # c re-reads exactly what b handled but had not stored, then the new two
+            assert c.stamps == oracle.stamps
+            await cc.aclose()
             await cb.aclose()
 
     run(main())
@@ -283,9 +313,19 @@ def test_wrong_password_is_a_connect_error_with_the_password_masked(stream_url: 
     run(main())
 
 
-def test_stream_uri_derived_from_amqp_uri_connects(amqp_url: str, unique_name: str, run: LoopRunner) -> None:
+def test_stream_uri_derived_from_amqp_uri_connects(broker: Broker, amqp_url: str, unique_name: str,
+                                                   run: LoopRunner) -> None:
+    """No stream_uris: the AMQP host at 5552, only beside the standard AMQP port (3.10 here); 4.0 on 5680 is one
+    line naming the port, where a guess of 5552 would have reached 3.10's streams."""
     async def main() -> None:
         d = StreamDriver()
+        if broker.amqp_port != 5672:
+            with pytest.raises(ConfigError) as info:
+                await d.open(ClusterTarget("x", (amqp_url,)))
+            assert f"AMQP port {broker.amqp_port} is not the default" in str(info.value)
+            assert "guest:guest" not in str(info.value)
+            await d.aclose()
+            return
         await d.open(ClusterTarget("x", (amqp_url,)))        # no stream_uris: amqp host, port 5552
         try:
             assert await d.create_stream(stream_decl(unique_name)) is True

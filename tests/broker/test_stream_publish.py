@@ -10,9 +10,12 @@ from rbench.cli import main
 from rbench.config.types import ClusterTarget
 from rbench.scenarios.stream_publish import Variant
 from rbench.scenarios.stream_publish import run as run_rounds
+from tests.broker import on_both_brokers
+from tests.brokers import Broker
 from tests.loops import LoopRunner
 
 pytestmark = pytest.mark.timeout(120)
+amqp_url, stream_url = on_both_brokers.amqp_url, on_both_brokers.stream_url     # fixtures: the broker row's URLs
 
 
 @pytest.mark.parametrize("fmt", ["amqp", "binary"])
@@ -27,8 +30,8 @@ def test_rounds_publish_and_confirm_every_message(fmt: str, stream_url: str, uni
     assert all(r.seconds > 0 and r.cpu_seconds >= 0 for r in report.rounds)
 
 
-def test_cli_writes_table_json_and_plot(amqp_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    code = main(["stream-publish", "--uri", amqp_url, "--single", "20", "--batch", "500", "--rounds", "2",
+def test_cli_writes_table_json_and_plot(stream_url: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code = main(["stream-publish", "--uri", stream_url, "--single", "20", "--batch", "500", "--rounds", "2",
                  "--plot", str(tmp_path / "box.png"), "--json", str(tmp_path / "r.json")])
     out = capsys.readouterr().out
     assert code == 0
@@ -81,3 +84,21 @@ def test_the_stream_holds_every_round_message_once_in_order(stream_url: str, uni
         return got
 
     assert run(read_back()) == expected
+
+
+def test_a_rate_cap_holds_each_round_to_its_schedule(broker: Broker, unique_name: str) -> None:
+    """--rate: message n goes out no earlier than n / rate s into its round, on 3.10 and 4.0."""
+    report = run_rounds(ClusterTarget("local", (), stream_uris=(broker.stream_url,)),
+                        [Variant("single", 40, 1), Variant("batch", 400, 20)], 1, "binary", stream=unique_name, rate=200)
+    single, batch = report.rounds
+    assert single.messages == 40 and batch.messages == 400
+    assert single.seconds >= 39 / 200 and batch.seconds >= 380 / 200        # the last send's due time
+    assert report.rate_cap == 200 and report.as_dict()["rate_cap"] == 200
+    assert report.table().startswith("rates capped at 200 msg/s")
+
+
+def test_cli_refuses_a_rate_that_is_not_positive(capsys: pytest.CaptureFixture[str]) -> None:
+    for bad in ("0", "-5", "fast"):
+        assert main(["stream-publish", "--rate", bad]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "--rate: expected a rate in msg/s (a positive number)" in err

@@ -11,16 +11,18 @@ from rbench.config.types import ClusterTarget
 from rbench.drivers.stream import StreamDriver
 from rbench.plan import plan
 from rbench.runtime.task import run_task
+from tests.broker import on_both_brokers
 from tests.loops import LoopRunner
 from tests.runhelpers import keys, read, workload_dict
 
 pytestmark = pytest.mark.timeout(120)
+amqp_url, stream_url = on_both_brokers.amqp_url, on_both_brokers.stream_url     # fixtures: the broker row's URLs
 
 
-def _delete(run: LoopRunner, amqp_url: str, names: list[str]) -> None:
+def _delete(run: LoopRunner, stream_url: str, names: list[str]) -> None:
     async def go() -> None:
         d = StreamDriver()
-        await d.open(ClusterTarget("local", (amqp_url,)))
+        await d.open(ClusterTarget("local", (), stream_uris=(stream_url,)))
         try:
             await d.delete_streams(names)
         finally:
@@ -30,7 +32,7 @@ def _delete(run: LoopRunner, amqp_url: str, names: list[str]) -> None:
 
 @pytest.mark.loops("uvloop")
 @pytest.mark.parametrize("fmt", ["amqp", "binary"])
-def test_stream_workload_consumes_every_message_once_in_order(fmt: str, amqp_url: str, unique_name: str,
+def test_stream_workload_consumes_every_message_once_in_order(fmt: str, amqp_url: str, stream_url: str, unique_name: str,
                                                               tmp_path: Path, run: LoopRunner) -> None:
     """run_task always runs on uvloop; only the clean-up takes `run`, so this runs on uvloop only."""
     # message counts, not a duration: a loaded machine must not change how many are published
@@ -40,12 +42,13 @@ def test_stream_workload_consumes_every_message_once_in_order(fmt: str, amqp_url
                          consumer={"prefetch": 3, "multi_ack_every": 0, "message_count": 600})
     del data["duration"]
     data["queues"] = {"pattern": f"{unique_name}-%d", "from": 1, "to": 2, "type": "stream"}
+    data["clusters"][0]["stream_uris"] = [stream_url]
     w = workload_from_dict(data)
     (p,) = plan(w, "local", 1, "run", str(tmp_path))
     try:
         result = run_task(p)
     finally:
-        _delete(run, amqp_url, [f"{unique_name}-1", f"{unique_name}-2"])
+        _delete(run, stream_url, [f"{unique_name}-1", f"{unique_name}-2"])
     published, consumed = read(tmp_path / "run", "published"), read(tmp_path / "run", "consumed")
     assert result["published"] == published.num_rows == 2 * 600
     assert set(published["outcome"].to_pylist()) == {"ack"}

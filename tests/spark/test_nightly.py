@@ -93,7 +93,7 @@ def test_nightly_refuses_a_taken_metrics_port_before_any_load(tmp_path: Path, am
         workload = tmp_path / "w.yaml"
         workload.write_text(json.dumps(workload_dict(amqp_url, "never-declared", metrics_port=port, tasks=1)))
         status = main(["nightly", str(workload), "--out", str(tmp_path / "runs"), "--history", str(tmp_path / "h"),
-                       "--master", "local[1]"])
+                       "--master", "local[2]"])
     err = capsys.readouterr().err
     assert status == 2 and f"metrics_port: port {port} is already in use on this host" in err, err
     assert not (tmp_path / "runs").exists() and not (tmp_path / "h").exists()

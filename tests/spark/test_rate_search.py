@@ -26,7 +26,10 @@ def test_rate_search_brackets_the_consumers_limit(spark, amqp_url: str, unique_n
     lo, hi = cluster["highest_pass"], cluster["first_fail"]
     # 1 ms per message, one at a time: the consumer cannot take 1,000 msg/s, and 250 msg/s is easy
     assert lo is not None and hi is not None and 250 <= lo < hi <= 1_000, cluster
-    assert (hi - lo) / lo <= 0.25 and cluster["ended_by"] == "bracket within the precision"
+    if cluster["ended_by"].startswith("stopped:"):    # a loaded machine's generator fell behind: said, not hidden
+        assert cluster["probes"][-1]["generator"] and "load generator" in out, cluster
+    else:
+        assert (hi - lo) / lo <= 0.25 and cluster["ended_by"] == "bracket within the precision", cluster
     probes = cluster["probes"]
     assert [p["passed"] for p in probes if p["target"] <= lo] == [True] * sum(p["target"] <= lo for p in probes)
     assert "highest rate that met the SLO" in out

@@ -15,6 +15,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from synthetic_run import SynthCluster, SynthRun, SynthSpec, make_run
 
 from rbench.errors import ConfigError, SinkError
+from rbench.reduce.connections import MEM_COLUMNS
+from rbench.samples.connections import CONNECT_COLUMNS
 
 PCTS = [50, 75, 95, 99, 99.9]
 NAMES = ["p50", "p75", "p95", "p99", "p999"]
@@ -129,6 +131,34 @@ def assert_steps_match(steps: list[dict[str, Any]], exp: dict[tuple[str, int], d
 
 def test_every_step_figure_matches_numpy(reduced: Any, synth: SynthRun) -> None:
     assert_steps_match(reduced.steps, expected_steps(synth))
+
+
+def test_deliveries_that_came_again_are_duplicated_inside_the_windows_and_outside_them_otherwise(
+        reduced: Any, synth: SynthRun) -> None:
+    """Every copy of a message counts once in the whole-run figures: the copies of measured messages are in the
+    steps' duplicated, the others (warm-up) in no step figure, and the summary line says which is which."""
+    from rbench.reduce.rereads import cluster_line, split
+
+    C, exp = synth.consumed, expected_steps(synth)
+    for name in ("fast", "slow"):
+        cc = C["cluster"] == name
+        keys = np.array([f"{p}/{s}/{q}" for p, s, q in zip(C["producer"][cc], C["seq"][cc], C["queue"][cc])])
+        _, counts = np.unique(keys, return_counts=True)
+        (row,) = [c for c in reduced.clusters if c["cluster"] == name]
+        assert row["run_deliveries"] == int(cc.sum()) and row["run_consumed_unique"] == counts.size
+        assert row["run_duplicated"] == int((counts > 1).sum())
+        assert row["run_redelivered"] == int(C["redelivered"][cc].sum())
+        steps = [s for s in reduced.steps if s["cluster"] == name]
+        again, measured, duplicated, flagged = split([row], steps)     # type: ignore[misc]
+        assert again == int(cc.sum()) - counts.size
+        assert measured == sum(e["deliveries"] - e["consumed_unique"] for (c, _), e in exp.items() if c == name)
+        assert duplicated == sum(e["duplicated"] for (c, _), e in exp.items() if c == name)
+        assert 0 < measured < again                    # the warm-up's copies are outside every window
+        line = cluster_line(name, [row], steps)
+        assert line is not None and f"delivered again: {again:,}" in line
+        assert f"Of them {measured:,} of measured messages, counted in duplicated ({duplicated:,}" in line
+        assert f"and {again - measured:,} of messages due outside every measurement window" in line
+        assert any(line in n for n in reduced.notes)
 
 
 def test_retried_and_uncommitted_attempts_are_ignored_and_reported(reduced: Any, synth: SynthRun) -> None:
@@ -263,14 +293,23 @@ def test_stale_deliveries_are_excluded_and_counted(spark: Any, tmp_path: Path) -
 
     assert_steps_match(res.steps, exp)            # every figure as if the stale rows were not there
     t0 = run.run_json["clusters"][0]["t0_ns"]
-    assert res.clusters == [{"run_id": "run-stale", "cluster": "c1", "t0_ns": t0, "stale": len(stale)}]
+    (row,) = res.clusters
+    assert {k: row[k] for k in ("run_id", "cluster", "t0_ns", "stale", "unroutable_dropped", "unroutable_returned")} == {
+        "run_id": "run-stale", "cluster": "c1", "t0_ns": t0, "stale": len(stale),
+        "unroutable_dropped": None, "unroutable_returned": None}                        # no broker samples: not 0
+    assert row["run_deliveries"] == C["seq"].size                                     # the stale rows are not in it
+    no_connect = {name: None for name in (*CONNECT_COLUMNS, *MEM_COLUMNS)}   # without connection figures: not 0
+    assert {k: row[k] for k in no_connect} == no_connect
     note = next(n for n in res.notes if "stale" in n)
     assert "run-stale: cluster c1: 8 stale deliveries ignored" in note and "earlier run" in note
     saved = json.loads((res.out_dir / "leaderboard.json").read_text())
     assert saved["clusters"][0]["stale"] == 8 and note in saved["notes"]
     assert "stale = a delivery whose stamp (t_intended) predates" in saved["meta"]["stale_method"]
-    assert (res.out_dir / "clusters.csv").read_text().splitlines() == ['"run_id","cluster","t0_ns","stale"',
-                                                                      f'"run-stale","c1",{t0},8']
+    header, line = (res.out_dir / "clusters.csv").read_text().splitlines()
+    assert header == ('"run_id","cluster","t0_ns","stale","run_deliveries","run_consumed_unique","run_duplicated",'
+                      '"run_redelivered","unroutable_dropped","unroutable_returned",'
+                      + ",".join(f'"{name}"' for name in no_connect))
+    assert line.startswith(f'"run-stale","c1",{t0},8,{C["seq"].size},') and line.endswith("," * (len(no_connect) + 2))
     html = (res.out_dir / "report.html").read_text()
     assert "What is missing or was skipped" in html and "8 stale deliveries ignored" in html
     assert "8 stale deliveries ignored" in (res.out_dir / "leaderboard.md").read_text()

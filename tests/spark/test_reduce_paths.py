@@ -29,7 +29,7 @@ def _both_ways(spark: Any, run_dir: Path, out: Path, monkeypatch: pytest.MonkeyP
     small = reduce_runs([run_dir], session=spark, out=out / "driver", render=False)
     assert seen and all(seen), "a synthetic run is small: its passes ran on the driver"
     seen.clear()
-    monkeypatch.setattr(stats, "DRIVER_MAX_ROWS", -1)
+    monkeypatch.setenv(stats.DRIVER_MEMORY_ENV, "0")       # a budget of 0 bytes: every pass in Spark
     large = reduce_runs([run_dir], session=spark, out=out / "spark", render=False)
     assert seen and not any(seen), "with the threshold below the run's rows, the passes ran in Spark tasks"
     return small, large

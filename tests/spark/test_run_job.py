@@ -39,6 +39,7 @@ def test_ten_seconds_at_2x1000_reaches_target_within_one_percent(spark, amqp_url
     assert RunRecord.from_json(info).to_json() == info and result.record == RunRecord.from_json(info)
     assert json.dumps(result.record.to_json(), indent=2) == (result.run_dir / "run.json").read_text()
     assert info["clusters"][0]["steps"][0]["start_ns"] == info["clusters"][0]["t0_ns"]
+    assert info["control_refused"] == [] and "refused" not in out.getvalue()     # the tasks got in, no one else tried
     published, consumed = read(result.run_dir, "published"), read(result.run_dir, "consumed")
     # Parquet rows equal message counts, and every sequence number arrives exactly once
     results = info["clusters"][0]["task_results"]

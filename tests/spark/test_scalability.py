@@ -11,7 +11,9 @@ import asyncio
 import base64
 import json
 import os
+import signal
 import threading
+import time
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -126,13 +128,24 @@ def test_memory_alarm_ends_the_sweep_keeping_the_levels_done(spark: Any, amqp_ur
 
 
 def test_interrupt_mid_sweep_deletes_everything(spark: Any, amqp_url: str, tmp_path: Path) -> None:
+    armed: list[threading.Timer] = []
+
     def after(level: Level, phase: str, rows: list[dict[str, Any]]) -> None:
+        if armed:          # the next stages ran faster than the timer: the Ctrl-C lands here, between stages,
+            time.sleep(10)  # not in a later test
         if phase == "create" and level.queues == 2:   # Ctrl-C while the next stages run
-            threading.Timer(0.2, _thread.interrupt_main).start()
+            armed.append(threading.Timer(0.2, _thread.interrupt_main))
+            armed[0].start()
 
     sweep = _sweep(spark, amqp_url, tmp_path, y=1, after_phase=after)
-    with pytest.raises(KeyboardInterrupt):
-        sweep.run()
+    # interrupt_main does nothing while SIGINT is ignored or default (an earlier test in the session may have left
+    # it so): Python's own Ctrl-C handler, as a terminal user's process has it
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            sweep.run()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert sweep.result.status == "interrupted"
     assert _names("queues", sweep.prefix) == [] and _names("exchanges", sweep.prefix) == []
     assert json.loads((sweep.run_dir / SWEEP_JSON).read_text())["status"] == "interrupted"

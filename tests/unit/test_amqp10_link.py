@@ -275,3 +275,99 @@ def test_stream_offset_filter_names_each_offset_form_as_rabbitmq_4_reads_it() ->
         assert described.descriptor == STREAM_OFFSET_SPEC and described.value == value
     with pytest.raises(ConfigError, match="consumer.offset: expected first, last, next"):
         stream_offset_filter("offset:-1")
+
+
+class Owner:
+    """The Python side of a FrameReader used as the transport's protocol: what it is told."""
+
+    def __init__(self) -> None:
+        self.got: list[tuple[int, int, bytes]] = []
+        self.errors: list[CodecError] = []
+
+    def frames(self, frames: list[tuple[int, int, bytes]]) -> None:
+        self.got.extend(frames)
+
+    def protocol_error(self, exc: CodecError) -> None:
+        self.errors.append(exc)
+
+
+class Transport:
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytearray) -> None:
+        self.writes.append(bytes(data))
+
+    def is_closing(self) -> bool:
+        return False
+
+
+def test_as_the_protocol_a_read_of_transfers_is_settled_and_written_without_the_owner() -> None:
+    """The reader is the transport's protocol: link frames are answered and written in the same read; only
+    the rare frames (here an empty-bodied performative on an unregistered channel) reach the owner."""
+    owner = Owner()
+    rx = FrameReader(owner)
+    transport = Transport()
+    rx.transport = transport
+    s = Sender(0, 0, False, False, 4096, 1, Sink())
+    s.flow(0, 10)
+    wire = bytearray()
+    s.send_batch(wire, bytearray(24), 0, 4, 0)
+    r = Receiver(0, 0, LatencyTap(), 10, 0, True, 0)
+    r.write_flow(bytearray(), 10)
+    rx.add_receiver(0, r)
+    rx.data_received(bytes(wire))
+    ((channel, perf, _),) = frames(transport.writes[0])
+    assert len(transport.writes) == 1 and perf.descriptor == 0x15 and perf.value[1:3] == [0, 3]
+    assert owner.got == [] and rx.reads == 1 and rx.wrote and rx.out == bytearray()
+    other = struct.pack(">IBBH", 8 + 4, 2, 0, 9) + b"\x00\x53\x10\x45"        # an open on channel 9
+    rx.data_received(other)
+    assert owner.got == [(9, 0, b"\x00\x53\x10\x45")] and len(transport.writes) == 1
+    rx.data_received(b"\x00\x00\x00\x10\x00\x00\x00\x00" + bytes(8))              # data offset 0: garbage
+    assert len(owner.errors) == 1
+
+
+def test_a_latency_tap_publishes_its_count_into_a_shared_buffer() -> None:
+    import ctypes
+
+    shared = ctypes.c_longlong(-1)
+    tap = LatencyTap()
+    tap.publish_count(shared)
+    assert shared.value == 0
+    s = Sender(0, 0, True, False, 4096, 1, Sink())
+    s.flow(0, 5)
+    wire = bytearray()
+    s.send_batch(wire, bytearray(24), 0, 5, 0)
+    rx = FrameReader()
+    rx.add_receiver(0, Receiver(0, 0, tap, 0, 0, False, 0))
+    rx.feed(bytes(wire))
+    assert shared.value == tap.count == 5
+    with pytest.raises(ValueError):
+        LatencyTap().publish_count(ctypes.c_int(0))          # 4 bytes: too small for the count
+
+
+def test_a_latency_tap_wakes_a_waiter_through_a_pipe_once_the_count_it_asked_for_is_reached() -> None:
+    import ctypes
+    import os
+
+    shared = (ctypes.c_longlong * 2)()
+    r, w = os.pipe()
+    try:
+        os.set_blocking(r, False)
+        tap = LatencyTap()
+        tap.publish_count(shared, w)
+        shared[1] = 3                                       # a sender waits for the third message
+        s = Sender(0, 0, True, False, 4096, 1, Sink())
+        s.flow(0, 5)
+        wire = bytearray()
+        s.send_batch(wire, bytearray(24), 0, 5, 0)
+        rx = FrameReader()
+        rx.add_receiver(0, Receiver(0, 0, tap, 0, 0, False, 0))
+        rx.feed(bytes(wire))
+        assert shared[0] == 5 and shared[1] == 0            # reached: the request cleared ...
+        assert os.read(r, 16) == b"w"                       # ... and one byte written, not one per message
+        with pytest.raises(ValueError):
+            LatencyTap().publish_count(ctypes.c_longlong(0), w)     # 8 bytes: no room for the request
+    finally:
+        os.close(r)
+        os.close(w)

@@ -62,6 +62,15 @@ def test_shipped_backlog_workloads_validate() -> None:
     assert round(20 / full.consumer.processing_delay) == 1200              # per queue
     small = load_workload(ROOT / "conf" / "workloads" / "backlog-drain-small.yaml")
     assert small.duration is not None and small.duration < 60
+    # the 4.0 twin: the same scenario, only the broker and where it is sampled differ
+    four = load_workload(ROOT / "conf" / "workloads" / "backlog-drain-small-4.yaml")
+    (cluster,) = four.clusters
+    assert cluster.uris == ["amqp://guest:guest@127.0.0.1:5680/"] and cluster.broker_metrics is not None
+    assert cluster.broker_metrics.management_urls == ["http://127.0.0.1:15680/api"]
+    assert cluster.broker_metrics.prometheus_urls == ["http://127.0.0.1:15780/metrics"]
+    assert cluster.broker_metrics.interval == small.broker_metrics.interval
+    skip = {"name", "description", "clusters"}
+    assert four.model_dump(exclude=skip) == small.model_dump(exclude=skip)
 
 
 def test_consumer_processing_time_is_refused_where_a_driver_would_ignore_it() -> None:

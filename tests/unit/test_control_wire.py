@@ -12,7 +12,7 @@ from collections.abc import Callable
 import pytest
 
 from rbench.errors import CodecError
-from rbench.live.control import ControlServer
+from rbench.live.control import ControlServer, auth
 from rbench.live.control.wire import (
     MAX_LINE,
     PAUSE,
@@ -32,6 +32,7 @@ from rbench.live.control.wire import (
     parse_line,
     read_line,
 )
+from rbench.samples.refused import MALFORMED_LINE
 
 RECORDS: list[TaskLine] = [
     Hello("a", 0, "host-1", 123, attempt=4),
@@ -114,7 +115,23 @@ def test_a_4_mib_line_is_refused_after_reading_no_more_than_the_limit() -> None:
 
 
 def _connect(server: ControlServer) -> socket.socket:
-    return socket.create_connection(server.address, timeout=5)
+    """A connection that passed the handshake; send lines with ``_sealer(sock)``."""
+    sock = socket.create_connection(server.address, timeout=5)
+    rfile = sock.makefile("rb")
+    answer, server_nonce, client_nonce = auth.answer(server.endpoint.secret, rfile.readline(), "test/1")
+    sock.sendall(answer)
+    auth.check_welcome(server.endpoint.secret, server_nonce, client_nonce, rfile.readline())
+    _SEALS[sock.fileno()] = auth.LineSeal(server.endpoint.secret, server_nonce, client_nonce, auth.TO_COORDINATOR)
+    return sock
+
+
+_SEALS: dict[int, auth.LineSeal] = {}
+
+
+def _sealed(sock: socket.socket, data: bytes) -> bytes:
+    """``data``'s lines, each with this connection's next MAC."""
+    seal = _SEALS[sock.fileno()]
+    return b"".join(seal.seal(line) for line in data.splitlines(keepends=True))
 
 
 def _wait(cond: Callable[[], bool], timeout: float = 5.0) -> None:
@@ -127,13 +144,19 @@ def test_the_server_refuses_bad_lines_logs_once_per_connection_and_goes_on(caplo
     server = ControlServer().start()
     try:
         with caplog.at_level(logging.WARNING, logger="rbench.live.control.server"), _connect(server) as sock:
-            sock.sendall(b"{oops\n" + _progress(attempt="x") + b"[]\n")
-            sock.sendall(Progress("a", 0, step=0, second=1, published=7, attempt=1).to_line())
+            sock.sendall(_sealed(sock, b"{oops\n" + _progress(attempt="x") + b"[]\n"))
+            sock.sendall(_sealed(sock, Progress("a", 0, step=0, second=1, published=7, attempt=1).to_line()))
             _wait(lambda: server.board.step("a", 0).published == 7)
             assert server.board.step("a", 0).published == 7          # the good line after the bad ones counted
             assert server.refused == 3
+            # every line read counts in run.json's control_traffic, refused ones too; its bytes are the sealed lines'
+            good = _sealed(sock, Progress("a", 0, step=0, second=2, published=8, attempt=1).to_line())
+            sock.sendall(good)
+            _wait(lambda: server.traffic.lines == 5)
+            assert server.traffic.lines == 5 and server.traffic.connections == 1 and server.traffic.bytes > len(good)
         warnings = [r for r in caplog.records if r.name == "rbench.live.control.server"]
         assert len(warnings) == 1 and "not JSON" in warnings[0].getMessage() and warnings[0].exc_info is None
+        assert [(p.reason, p.count) for p in server.refused_peers()] == [(MALFORMED_LINE, 3)]
     finally:
         server.close()
 
@@ -158,5 +181,6 @@ def test_the_server_hangs_up_on_a_line_longer_than_the_limit() -> None:
             assert rest == b""                        # closed by the server
         _wait(lambda: server.refused == 1)
         assert server.refused == 1 and server.idle()
+        assert [p.reason for p in server.refused_peers()] == ["line too long"]
     finally:
         server.close()

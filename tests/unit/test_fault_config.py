@@ -10,6 +10,7 @@ from rbench.errors import ConfigError
 from rbench.plan import fault_plan
 
 LOCAL = {"name": "local", "uris": [f"amqp://127.0.0.1:{5700 + i}" for i in (1, 2, 3)], "nodes": 3}
+LOCAL4 = {"name": "local4", "uris": [f"amqp://127.0.0.1:{5720 + i}" for i in (1, 2, 3)], "nodes": 3}
 REMOTE = {"name": "prod", "uris": ["amqp://mq1.example.com", "amqp://mq2.example.com"], "nodes": 2,
           "fault_control": {"command": {"kill": "ssh {host} sudo pkill -9 -f beam.smp",
                                         "start": "ssh {host} sudo systemctl start rabbitmq-server"},
@@ -129,3 +130,25 @@ def test_default_cluster_is_every_cluster_with_the_node_and_the_plan_says_so() -
     assert control is not None and control.kind == "command" and control.timeout_s == 30.0
     assert dict(control.nodes)["mq1"] == (("host", "mq1.example.com"),)
     assert fault_plan(workload([]), "local") == ((), None)
+
+
+def test_rabbit4_nodes_are_the_rabbitmq_4_clusters_and_the_uris_ports_say_which() -> None:
+    """rabbit4-i names node i of the local 4.0 cluster (cluster.sh with RBENCH_CLUSTER_VERSION=4); a fault on
+    one layout's node in a cluster whose URIs name the other layout's ports would hit the wrong cluster."""
+    w = workload([{"at": 5, "action": "kill", "node": "rabbit4-2", "restart_after": 5},
+                  {"at": 12, "action": "pause", "node": "rabbit4-2@localhost", "restart_after": 1, "cluster": "local4"},
+                  {"at": 7, "action": "stop", "node": "rabbit-3", "restart_after": 1}], [LOCAL, LOCAL4])
+    assert w.clusters[1].fault_nodes() == ("rabbit4-1", "rabbit4-2", "rabbit4-3")
+    assert [f.node for f in fault_plan(w, "local4")[0]] == ["rabbit4-2", "rabbit4-2@localhost"]
+    assert [f.node for f in fault_plan(w, "local")[0]] == ["rabbit-3"]
+    # the same node twice at once is one node, whichever way it is written
+    assert "down from faults[0]" in refused([{"at": 5, "action": "kill", "node": "rabbit4-2", "restart_after": 5},
+                                             {"at": 6, "action": "pause", "node": "rabbit4-2@localhost"}], [LOCAL4])
+    message = refused([{"at": 5, "action": "kill", "node": "rabbit-2"}], [LOCAL4])
+    assert message == ("workload: faults[0].node: expected a node of cluster local4: rabbit4-1, rabbit4-2, rabbit4-3 "
+                       "(the local cluster's nodes up to nodes: 3, RabbitMQ 4.0's, as its URIs' ports say), got rabbit-2")
+    assert "cluster local: rabbit-1, rabbit-2, rabbit-3" in refused([{"at": 5, "action": "kill", "node": "rabbit4-1"}])
+    # URIs on no layout's ports (a single broker): either name is taken as it says
+    single = {"name": "one", "uris": ["amqp://127.0.0.1:5672"], "nodes": 1}
+    assert workload([{"at": 5, "action": "kill", "node": "rabbit4-1"}], [single]).clusters[0].fault_nodes() == \
+        ("rabbit-1", "rabbit4-1")

@@ -15,7 +15,7 @@ from rbench.config.types import FaultControlPlan, FaultPlan
 from rbench.coordinator.faults import FaultController
 from rbench.errors import SinkError
 from rbench.faults.executor import ActionResult, CommandExecutor, LocalExecutor, make_executor, run_command, script_path
-from rbench.faults.terms import local_index, local_node_names
+from rbench.faults.terms import layout_of_ports, local_index, local_node, local_node_names
 from rbench.samples.faults import FaultRecord
 from rbench.samples.record import read_faults
 
@@ -123,6 +123,15 @@ def test_the_rabbitmq_4_layout_clashes_with_neither_the_3_layout_nor_broker4() -
     assert four.splitlines()[1].split()[0] == "rabbit4-2@localhost"
     assert "amqp=5722 management=15722 prometheus=15822 stream=5572 dist=25722" in four.splitlines()[1]
     assert "/tmp/rbench-cluster4/rabbit4-2" in four.splitlines()[1]
+    # the Python side's naming and AMQP port rules follow each layout
+    for layout, info in (("3", three), ("4", four)):
+        for line in info.splitlines():
+            node = local_node(line.split()[0])
+            assert node is not None and node.layout == layout and node.erlang_name == line.split()[0]
+            assert f"amqp={node.amqp_port} " in line
+    assert local_node_names(3, "4") == ("rabbit4-1", "rabbit4-2", "rabbit4-3")
+    assert [layout_of_ports(p) for p in ([5701, 5703], [5721, 5722, 5723], [5701, 5721], [5672], [])] == \
+        ["3", "4", None, None, None]
     broker4 = {5680, 5580, 15680, 15780, 25680}             # scripts/broker4.sh's single node
     assert len(_ports(four)) == len(_ports(three)) == 45
     assert not _ports(four) & _ports(three) and not _ports(four) & broker4 and not _ports(three) & broker4
@@ -138,6 +147,9 @@ def test_local_executor_maps_verbs_to_script_commands() -> None:
         ["start-node", "stop-node", "pause", "resume"]
     with pytest.raises(ValueError):
         ex.argv("kill", "mq1")
+    # rabbit4-i: node i of the RabbitMQ 4.0 cluster, the same script run with its layout
+    assert ex.argv("kill", "rabbit4-2@localhost")[2:] == ["kill", "2"]
+    assert ex.env("rabbit4-2") == {"RBENCH_CLUSTER_VERSION": "4"} and ex.env("rabbit-2") == {"RBENCH_CLUSTER_VERSION": "3"}
 
 
 def test_local_check_names_the_nodes_that_are_not_running(tmp_path: Path) -> None:
@@ -149,6 +161,20 @@ def test_local_check_names_the_nodes_that_are_not_running(tmp_path: Path) -> Non
     assert ex.check(["rabbit-1", "rabbit-2@localhost"]) == ("rabbit-2@localhost not running on this machine (stopped); "
                                                             "start the local cluster with scripts/cluster.sh start")
     assert (ex.check(["rabbit-3"]) or "").startswith("rabbit-3@localhost not running on this machine (paused pid 12)")
+
+
+def test_local_check_asks_each_layouts_cluster(tmp_path: Path) -> None:
+    """rabbit4-i is looked up in the 4.0 cluster's status (the script run with RBENCH_CLUSTER_VERSION=4)."""
+    fake = tmp_path / "cluster.sh"
+    fake.write_text('if [ "$RBENCH_CLUSTER_VERSION" = 4 ]; then echo "rabbit4-1@localhost running pid 20"; '
+                    'echo "rabbit4-2@localhost stopped"; else echo "rabbit-2@localhost running pid 11"; fi\n')
+    ex = LocalExecutor(60, script=fake)
+    assert ex.check(["rabbit4-1", "rabbit-2"]) is None
+    assert ex.check(["rabbit-2", "rabbit4-2@localhost"]) == (
+        "rabbit4-2@localhost not running on this machine (stopped); start the local cluster with "
+        "RBENCH_CLUSTER_VERSION=4 scripts/cluster.sh start")
+    killed = ex.run("kill", "rabbit4-2")          # the fake prints the 4.0 cluster's status for any verb
+    assert killed.ok and "rabbit4-2@localhost stopped" in killed.output
 
 
 def test_the_script_refuses_bad_arguments_in_one_line() -> None:

@@ -28,7 +28,7 @@ EXEMPT_LINES: dict[str, str] = {}
 SAMPLES_FORBIDDEN = ("pyspark", "asyncio", "uvloop")      # ... plus every compiled module
 EXECUTOR_SIDE = ("rbench.runtime", "rbench.drivers", "rbench.live")
 EXECUTOR_FORBIDDEN = ("pydantic", "pyspark")
-PYSPARK_ALLOWED = ("rbench.spark", "rbench.coordinator", "rbench.reduce", "rbench.runtime.daemon")
+PYSPARK_ALLOWED = ("rbench.spark", "rbench.jvm_launch", "rbench.coordinator", "rbench.reduce", "rbench.runtime.daemon")
 COMMANDS_ALLOWED = ("rbench.cli", "rbench.commands")
 
 

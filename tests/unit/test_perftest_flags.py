@@ -123,3 +123,24 @@ def test_print_workload_shows_the_whole_rate_search_section(capsys: pytest.Captu
     assert "rate" not in shown and "duration" not in shown
     # the printed file is a workload `rbench run` accepts as it is
     assert workload_from_dict(shown).rate_search == parse(["--rate-search", "250:4000", "--slo-p99", "200ms"]).rate_search
+
+
+def test_broker_sampler_endpoint_flags_map_to_broker_metrics() -> None:
+    w = parse(["-h", "amqp://u:p@127.0.0.1:5680/", "-z", "3", "--management-uri", "http://127.0.0.1:15680",
+               "--prometheus-uri", "http://127.0.0.1:15780/,https://n2:15781/metrics"])
+    assert w.broker_metrics.management_urls == ["http://127.0.0.1:15680/api"]
+    assert w.broker_metrics.prometheus_urls == ["http://127.0.0.1:15780/metrics", "https://n2:15781/metrics"]
+    assert parse(["-z", "3"]).broker_metrics.management_urls is None
+
+
+@pytest.mark.parametrize(("argv", "expected"), [
+    (["--management-uri", "127.0.0.1:15680"], "--management-uri: expected an http or https URL naming a host"),
+    (["--prometheus-uri", ","], "--prometheus-uri: expected comma-separated http or https URLs"),
+    (["--management-uri", "http://admin:secret@h:15680"],
+     "--management-uri: expected a URL without user or password (the sampler uses -h's), got one with credentials for h"),
+])
+def test_broker_sampler_endpoint_flags_refused_in_one_line(argv: list[str], expected: str,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["perftest", "-z", "3", "--print-workload", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and expected in err and "secret" not in err

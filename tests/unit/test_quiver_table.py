@@ -1,7 +1,9 @@
-"""`rbench amqp10`'s 2-second table (rbench.scenarios.quiver.StatusTable), without a broker."""
+"""`rbench amqp10`'s 2-second table (rbench.scenarios.quiver_output.StatusTable) and its options, without a broker."""
 from __future__ import annotations
 
-from rbench.scenarios.quiver import StatusTable
+import pytest
+
+from rbench.scenarios.quiver_output import StatusTable
 
 S = 1_000_000_000
 
@@ -30,3 +32,16 @@ def test_a_finished_sender_shows_dashes_not_its_last_interval() -> None:
     cells = _cells(row)
     assert cells[1:5] == ["-", "-", "-", "-"], row
     assert cells[5:7] == ["30,000", "10,000"]             # the receiver's own interval is unaffected
+
+
+def test_the_senders_in_flight_bound_defaults_to_the_window_and_refuses_negatives() -> None:
+    from rbench.errors import ConfigError
+    from rbench.scenarios.quiver import QuiverOptions
+
+    url = "amqp://guest:guest@127.0.0.1:5672/"
+    assert QuiverOptions(uri=url, count=1, credit=200, window=700).in_flight_bound == 700
+    assert QuiverOptions(uri=url, count=1, window=0).in_flight_bound == 0              # no window: no bound
+    assert QuiverOptions(uri=url, count=1, credit=200, in_flight=0).in_flight_bound == 0       # no bound
+    assert QuiverOptions(uri=url, count=1, credit=200, in_flight=50).in_flight_bound == 50
+    with pytest.raises(ConfigError, match="--in-flight"):
+        QuiverOptions(uri=url, count=1, in_flight=-2).check()

@@ -13,7 +13,7 @@ import pytest
 from rbench.config.types import ClusterPlan, ClusterTarget, RunPlan, StepWindow
 from rbench.errors import SinkError
 from rbench.reduce.load import read_run
-from rbench.samples import attempts, faults, reconnects, record, tasks
+from rbench.samples import attempts, broker_facts, faults, reconnects, record, tasks
 from rbench.samples.record import SCHEMA_VERSION, RunRecord, read_run_record
 from rbench.samples.runinfo import STOPPED_BY_INTERRUPT, RunInfo
 from rbench.samples.tasks import TaskResult
@@ -152,10 +152,11 @@ def test_a_malformed_field_is_one_line_naming_it(bad: dict[str, Any], where: str
 def _run_json_keys() -> set[str]:
     """Every key run.json has, from the record's own field lists."""
     keys = set(tasks.TASK_RESULT_KEYS)
-    for cls in (record.RunRecord, record.ClusterRecord, record.StepRecord, record.HostFacts):
+    for cls in (record.RunRecord, record.ClusterRecord, record.StepRecord, record.HostFacts, broker_facts.BrokerFacts):
         keys |= set(cls.JSON_KEYS)
     for dc in (record.PauseRecord, record.PausePhase, record.BrokerMetricsRecord, record.CoordinatorIdentity, record.KilledNote,
-               attempts.StageAttempt, attempts.TaskAttemptRecord, faults.FaultRecord, reconnects.Reconnect):
+               attempts.StageAttempt, attempts.TaskAttemptRecord, faults.FaultRecord, reconnects.Reconnect,
+               broker_facts.FeatureFlag, broker_facts.DeprecatedFeature):
         keys |= {f.name for f in fields(dc)}
     return keys
 
@@ -165,14 +166,18 @@ def _run_json_keys() -> set[str]:
 # cost table (rbench.reduce.costs prices both), Spark's status-store dicts (rbench.spark.stage_tasks), the
 # scalability sweep's rows, the workload's queues section, the history's columns, and a broker's own
 # descriptions of itself (AMQP server properties, the management API's overview: "platform", like run.json's
-# host facts; rbench.coordinator.broker_identity). A grep cannot tell those apart; mypy sees the record.
+# host facts; rbench.coordinator.broker_identity), and "broker": run.json's clusters[].broker (BrokerFacts) is also
+# the steps' broker column and the report's broker plot. A grep cannot tell those apart; mypy sees the record.
 SHARED = {
     "action", "at_s", "attempt", "clock", "cluster", "clusters", "confirmed", "connection_lost", "consumed",
     "consumers", "driver", "end_ns", "ended_at", "error", "executor", "faults", "host", "index", "instance_type",
     "latency", "message_count", "nacked", "name", "node", "nodes", "ok", "phase", "phases", "published", "rbench",
     "reason", "returned", "run_id", "stage_attempt", "start_ns", "started_at", "status", "step", "t_end_ns",
     "t_start_ns", "target_rate", "task", "tasks", "uri", "volume_gb", "volume_iops", "volume_type", "warmup_s", "why",
-    "workload_hash", "workload_name", "queues", "platform",
+    "workload_hash", "workload_name", "queues", "platform", "broker",
+    # the broker's descriptions of itself again (server properties, /api/overview, /api/feature-flags), which
+    # run.json's clusters[].broker records; "source" is also the broker sampler's and the price list's
+    "cluster_name", "product", "version", "state", "feature_flags", "max_message_size", "source",
 }
 # the executor side and its control channel speak dicts by design (a task's result is parsed into TaskResult
 # where the coordinator receives it); run.json is read only through rbench/samples/

@@ -139,3 +139,11 @@ def test_routed_counter_counts_only_channels_new_since_the_snapshot() -> None:
     assert counters.routed_since(before, after) == 120
     assert counters.routed_since(None, after) is None
     assert counters.default_prometheus("amqp://u:p@broker.example:5672/") == "http://broker.example:15692"
+
+
+def test_the_prometheus_guess_brackets_an_ipv6_host() -> None:
+    from rbench.scenarios.scalability.counters import default_prometheus
+
+    assert default_prometheus("amqp://guest:guest@[::1]:5672/") == "http://[::1]:15692"
+    assert default_prometheus("amqp://u:p@[2001:db8::7]/") == "http://[2001:db8::7]:15692"
+    assert default_prometheus("amqp://broker.example:5680/") == "http://broker.example:15692"

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from rbench.errors import BrokerError, ConfigError, ConnectError
-from rbench.spark import task_exception, unwrap_spark_error, wrap_task_error
+from rbench.spark_errors import task_exception, unwrap_spark_error, wrap_task_error
 
 # the shape of a Py4JJavaError's text when a barrier task's Python worker raised
 JAVA_TEXT = """An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.

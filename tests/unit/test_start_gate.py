@@ -5,16 +5,22 @@ import asyncio
 
 import pytest
 
-from rbench.live.control import GATE_MARGIN_NS, ControlClient, ControlServer, gate
+from rbench.live.control import GATE_MARGIN_NS, ControlClient, ControlServer, gate, gate_margin_ns
 from rbench.live.control.wire import Progress
 
 
 async def _clients(server: ControlServer, n: int) -> list[ControlClient]:
-    clients = [ControlClient(server.address) for _ in range(n)]
+    clients = [ControlClient(server.endpoint) for _ in range(n)]
     for c in clients:
         await c.connect()
         assert c.connected
     return clients
+
+
+@pytest.fixture(autouse=True)
+def _coordinator_clock_at_zero(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The proposals here are small numbers: the coordinator's clock at 0 leaves t0 = last proposal + margin."""
+    monkeypatch.setattr(gate, "wall_clock_ns", lambda: 0)
 
 
 def test_gate_opens_when_the_last_task_is_ready_with_one_t0_for_all() -> None:
@@ -36,7 +42,7 @@ def test_gate_opens_when_the_last_task_is_ready_with_one_t0_for_all() -> None:
         t0s = asyncio.run(main())
     finally:
         server.close()
-    assert t0s == [1_001 + GATE_MARGIN_NS] * 3
+    assert t0s == [1_001 + gate_margin_ns(3)] * 3
 
 
 def test_clusters_have_their_own_gates_and_a_restarted_stage_starts_a_new_round() -> None:
@@ -65,8 +71,8 @@ def test_clusters_have_their_own_gates_and_a_restarted_stage_starts_a_new_round(
         b, t0, t1 = asyncio.run(main())
     finally:
         server.close()
-    assert b == 7 + GATE_MARGIN_NS
-    assert t0 == t1 == 200 + GATE_MARGIN_NS
+    assert b == 7 + gate_margin_ns(1)
+    assert t0 == t1 == 200 + gate_margin_ns(2)
 
 
 def test_a_closed_control_connection_fails_the_wait_instead_of_hanging() -> None:
@@ -91,7 +97,7 @@ async def _attempts(server: ControlServer, cluster: str, tasks_attempts: list[tu
     """One connected client per (task, attempt), each having said hello, as TaskRun does."""
     clients = []
     for task, attempt in tasks_attempts:
-        c = ControlClient(server.address, attempt)
+        c = ControlClient(server.endpoint, attempt)
         await c.connect()
         c.hello(cluster, task)
         clients.append(c)
@@ -108,6 +114,8 @@ def test_a_restarted_stage_starts_after_the_earlier_attempt_left_and_only_its_pr
     server.expect_tasks("a", 2)
     restarts: list[tuple[str, int, list[int]]] = []
     server.board.on_restart.append(lambda c, start, old: restarts.append((c, start.index, sorted(a.attempt for a in old))))
+    opened: list[str] = []
+    server.board.on_started.append(opened.append)
 
     async def main() -> tuple[int, int, list[int]]:
         old = await _attempts(server, "a", [(0, 1), (1, 2)])
@@ -136,10 +144,11 @@ def test_a_restarted_stage_starts_after_the_earlier_attempt_left_and_only_its_pr
         t_first, t_second, published = asyncio.run(main())
     finally:
         server.close()
-    assert t_first == 100 + GATE_MARGIN_NS and t_second == 500 + GATE_MARGIN_NS
+    assert t_first == 100 + gate_margin_ns(2) and t_second == 500 + gate_margin_ns(2)
     assert published[1] == 20 and published[0] in (0, 20)   # the first attempt's 100 (and 9) are gone
     assert server.board.t0_ns["a"] == t_second
     assert restarts == [("a", 1, [1, 2])]
+    assert opened == ["a", "a"]                              # every opening, the restart's too (rbench run's warm-up)
     seen, starts = server.board.cluster_attempts("a")
     assert [s.attempts for s in starts] == [{0: 1, 1: 2}, {0: 3, 1: 4}]
     by_id = {a.attempt: a for a in seen}
@@ -178,7 +187,7 @@ def test_ready_lines_of_a_dead_stage_attempt_never_complete_a_round() -> None:
     finally:
         server.close()
     assert not dead_answered
-    assert t0s == [400 + GATE_MARGIN_NS] * 2
+    assert t0s == [400 + gate_margin_ns(2)] * 2
 
 
 def test_an_earlier_attempt_that_never_leaves_delays_the_restart_a_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -200,4 +209,28 @@ def test_an_earlier_attempt_that_never_leaves_delays_the_restart_a_bounded_time(
     finally:
         server.close()
     (start,) = server.board.starts["a"]
-    assert t0 == 10 + GATE_MARGIN_NS and start.still_connected == [1] and start.waited_s >= 0.45
+    assert t0 == 10 + gate_margin_ns(1) and start.still_connected == [1] and start.waited_s >= 0.45
+
+
+def test_the_gate_margin_grows_with_the_tasks_it_answers_up_to_a_bound() -> None:
+    # the answers go out one after the other and every executor's loop must wake before t0 (docs/scale.md)
+    assert gate_margin_ns(1) > GATE_MARGIN_NS
+    assert gate_margin_ns(64) - gate_margin_ns(8) == 56 * gate.GATE_MARGIN_PER_TASK_NS
+    assert gate_margin_ns(100_000) == gate.GATE_MARGIN_MAX_NS
+
+
+def test_an_old_last_proposal_counts_the_margin_from_the_coordinators_clock(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(gate, "wall_clock_ns", lambda: 5_000)
+    server = ControlServer().start()
+    server.expect_tasks("a", 1)
+
+    async def main() -> int:
+        (client,) = await _clients(server, 1)
+        t0 = await asyncio.wait_for(client.agree_t0("a", 0, 1_000), 5)
+        await client.aclose()
+        return t0
+
+    try:
+        assert asyncio.run(main()) == 5_000 + gate_margin_ns(1)
+    finally:
+        server.close()

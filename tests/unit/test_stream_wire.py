@@ -7,12 +7,13 @@ import zlib
 from typing import Any
 
 import pytest
+from rstream.constants import OffsetType
 
 from rbench.codec._stream import PublishFrame, confirm_each
 from rbench.config.types import ClusterTarget, ConsumerSpec, PublisherSpec, QueueDecl
 from rbench.drivers.base import DRIVERS
 from rbench.drivers.stream import create_arguments, stream_uris
-from rbench.drivers.stream_consumer import StreamConsumer, parse_offset
+from rbench.drivers.stream_consumer import StreamConsumer, parse_offset, start_offset, store_offset_frame
 from rbench.drivers.stream_publisher import StreamPublisher
 from rbench.drivers.stream_wire import (
     FRAME_MAX,
@@ -295,14 +296,59 @@ def test_offset_n_skips_the_start_of_its_chunk_and_credit_is_returned_per_chunk(
     assert proto.frames == [struct.pack(">IHHBH", 7, 9, 1, 0, 1)] * 2
 
 
-def test_single_active_consumer_resumes_where_it_stopped() -> None:
-    c, _, _ = make_consumer("first")
-    assert c.on_consumer_update(True) == (1, None)
-    raw = chunk(0, [b"a", b"b"])
-    c.on_chunk(raw, 0, len(raw))
-    assert c.on_consumer_update(True) == (4, 2)
-    frame = consumer_update_response(9, 4, 2)
-    assert frame == struct.pack(">IHHIHHQ", 20, 0x801A, 1, 9, 1, 4, 2)
+class NothingStoredProto(FakeProto):
+    """Answers QueryOffset as a broker that holds no offset for the group (NO_OFFSET, 19)."""
+
+    def next_corr(self) -> int:
+        return 1
+
+    async def request(self, frame: Any, doing: str, ok_codes: tuple[int, ...] = (1,)) -> Any:
+        assert frame.reference == "g" and 19 in ok_codes
+        return type("QueryOffsetResponse", (), {"response_code": 19, "offset": 0})()
+
+
+def test_a_member_taking_over_starts_after_the_stored_offset_or_what_it_handled() -> None:
+    first, nxt, offset = int(OffsetType.FIRST), int(OffsetType.NEXT), int(OffsetType.OFFSET)
+    assert start_offset(first, None, None, None) == (first, None)        # nothing stored: its own spec
+    assert start_offset(nxt, None, None, None) == (nxt, None)
+    assert start_offset(first, None, 41, None) == (offset, 42)           # right after the group's store
+    assert start_offset(nxt, None, 41, None) == (offset, 42)
+    assert start_offset(first, None, 41, 50) == (offset, 50)             # it handled more than was stored
+    assert start_offset(first, None, None, 7) == (offset, 7)
+    assert start_offset(offset, 100, 41, None) == (offset, 100)          # never before its offset:N
+    assert start_offset(offset, 10, 41, None) == (offset, 42)
+
+
+def test_single_active_member_stores_its_offset_at_most_once_a_second_and_when_closing(run: LoopRunner) -> None:
+    async def go() -> tuple[list[bytes], list[bytes]]:
+        proto = NothingStoredProto()
+        got: list[bytes] = []
+        c = StreamConsumer(proto, ConsumerSpec(0, "s", single_active=True, extra={"name": "g"},  # type: ignore[arg-type]
+                                               message_format="binary"),
+                           lambda b, r, t: got.append(bytes(b)))
+        c.on_consumer_update(7, True)
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        assert c.active and proto.frames[-1] == consumer_update_response(7, int(OffsetType.FIRST), None)
+        for first in (0, 2):
+            raw = chunk(first, [b"a", b"b"])
+            c.on_chunk(raw, 0, len(raw))
+        stores = [f for f in proto.frames if f[4:6] == b"\x00\x0a"]
+        assert stores == [store_offset_frame("g", "s", 1)]                # the first chunk; the second within 1 s
+        c._closing = True                                                 # what aclose() does first
+        c.store()
+        raw = chunk(4, [b"late"])
+        c.on_chunk(raw, 0, len(raw))                                      # after the last store: dropped
+        return [f for f in proto.frames if f[4:6] == b"\x00\x0a"], got
+
+    stores, got = run(go())
+    assert stores == [store_offset_frame("g", "s", 1), store_offset_frame("g", "s", 3)]
+    assert got == [b"a", b"b", b"a", b"b"]
+
+
+def test_store_offset_frame_layout() -> None:
+    assert store_offset_frame("g", "st", 5) == struct.pack(">IHHH1sH2sQ", 19, 10, 1, 1, b"g", 2, b"st", 5)
+    assert consumer_update_response(9, 4, 2) == struct.pack(">IHHIHHQ", 20, 0x801A, 1, 9, 1, 4, 2)
 
 
 class Recorder:
@@ -375,3 +421,24 @@ def test_a_message_larger_than_frame_max_is_refused_at_publish(run: LoopRunner) 
     run(go())
     assert [i for f in proto.frames for i, _ in parse_publish(f)] == [0, 1]
     assert all(len(f) <= 4096 for f in proto.frames)
+
+
+def test_a_credit_error_at_the_end_of_a_read_fails_its_subscription_only(run: LoopRunner) -> None:
+    """The credit response (key 0x8009) has no correlation id: 7 bytes after the size. Read as a correlated
+    response it raised struct.error when it ended a read (RabbitMQ 4.0 sends it for credit given to a
+    subscription just closed, in the single-active-consumer hand-over), and the transport died."""
+    lost: list[Exception] = []
+
+    class Sub(Recorder):
+        def on_connection_lost(self, err: Exception) -> None:
+            lost.append(err)
+
+    async def go() -> None:
+        proto = StreamProtocol("t")
+        proto.subscribers[3] = Sub()
+        proto.data_received(struct.pack(">IHHHB", 7, 0x8009, 1, 4, 3))       # 4: subscription id does not exist
+        assert len(lost) == 1 and "credit" in str(lost[0])
+        proto.data_received(struct.pack(">IHHHB", 7, 0x8009, 1, 4, 9))       # another subscription's: nothing
+        assert len(lost) == 1
+
+    run(go())

@@ -94,6 +94,8 @@ def workloads(draw: st.DrawFn) -> dict[str, Any]:
         "warmup": [0.5, 2], "tasks": [1, 2, 3, 8], "colocate": [False], "variable_size": [[{"size": 100, "duration": 1}]],
         "faults": [[]],
     }, 4)))
+    doc.update(draw(some({"connections": ["per_client", "per_task", 2], "idle_connections": [0, 5],
+                          "connect_rate": ["50/s", 20], "producer_channels": [1, 2], "consumer_channels": [2]}, 2)))
     if draw(st.integers(0, 3)) == 0:
         doc["faults"] = draw(st.lists(some(FAULT, 4).map(lambda f: {"at": 1, "action": "kill", "node": "rabbit-2", **f}), max_size=2))
     return doc
@@ -183,6 +185,15 @@ BASE: dict[str, Any] = {"name": "t", "clusters": [{"name": "a", "uris": [URI]}],
     ({"producers": 2, "consumers": 1, "colocate": False, "consumer": {"exit_when": "idle"}},
      "consumer.exit_when: Spark task 1 (of 2) has producers but no consumers"),
     ({"publisher": {"body_files": ["/nonexistent/rbench-body"]}}, "publisher.body_files: cannot read"),
+    ({"connections": 0}, "connections: "),
+    ({"connections": "per_socket"}, "connections: "),
+    ({"connections": "per_task", "producer_channels": 2}, "producer_channels: clients share a connection 2 at a time "
+                                                          "only with connections: per_client"),
+    ({"driver": "stream", "connections": 2}, "connections: the stream driver opens one connection per producer"),
+    ({"driver": "aiopika", "idle_connections": 10}, "idle_connections: honoured by the amqp091 driver only"),
+    ({"driver": "stream", "connect_rate": "10/s"}, "connect_rate: honoured by"),
+    ({"connect_rate": "fast"}, "connect_rate: "),
+    ({"idle_connections": -1}, "idle_connections: "),
 ])
 def test_validate_refuses_what_the_planner_refused(tmp_path: Path, fields: dict[str, Any], starts: str) -> None:
     line = validate_line(tmp_path, {**BASE, **fields})

@@ -135,7 +135,16 @@ cdef int header_redelivered(const uint8_t* p, Py_ssize_t n) except -1:
 
 cdef object data_body(const uint8_t* p, Py_ssize_t n):
     """The body of a message: its data section(s) (or a binary amqp-value), as bytes."""
-    cdef Py_ssize_t i = 0, start, size
+    cdef Py_ssize_t start = 0, size = 0
+    if data_span(p, n, &start, &size):
+        return PyBytes_FromStringAndSize(<const char*>p + start, size)
+    return b""
+
+
+cdef int data_span(const uint8_t* p, Py_ssize_t n, Py_ssize_t* at, Py_ssize_t* length) except -1:
+    """Where the body (first data section, or a binary amqp-value) is in p[0:n]: 1 with at / length set,
+    0 when the message has none."""
+    cdef Py_ssize_t i = 0, start = 0, size = 0
     cdef int64_t section
     cdef uint8_t code
     while i < n:
@@ -161,8 +170,10 @@ cdef object data_body(const uint8_t* p, Py_ssize_t n):
                 fail(f"data section: expected binary, got type code 0x{code:02x}")
             if start + size > n:
                 fail("data section longer than its message")
-            return PyBytes_FromStringAndSize(<const char*>p + start, size)
+            at[0] = start
+            length[0] = size
+            return 1
         if section < 0:
             fail("expected a message section")
         i = skip_value(p, i, n)
-    return b""
+    return 0

@@ -8,6 +8,12 @@ cdef class FrameReader:
     with ``body`` the frame body after the extended header, or (-1, -1, header) for an
     8-byte protocol header. ``out`` is the connection's output buffer (the caller
     swaps in a new one after each write); ``dirty`` says something was appended to it.
+
+    It is also the connection's asyncio protocol (``owner`` is the Python connection): the
+    transport hands each read to ``data_received`` here, which routes the links' frames in C,
+    writes what they answered (dispositions, flow) at once, and calls into Python only for a
+    rare frame. A read of transfers and dispositions therefore runs no Python frame at all
+    (it used to run two: the protocol's data_received, and a scheduled flush).
     """
 
     cdef bytearray buf
@@ -16,12 +22,58 @@ cdef class FrameReader:
     cdef dict senders            # channel -> Sender
     cdef dict receivers          # channel -> Receiver
     cdef readonly int64_t frames
+    cdef readonly int64_t reads  # data_received calls
+    cdef public object owner     # connection_made / _lost, pause / resume_writing, eof, frames(), protocol_error()
+    cdef public object transport
+    cdef public bint wrote       # flush() wrote something (the heartbeat timer reads and clears it)
 
-    def __cinit__(self):
+    def __cinit__(self, owner=None):
         self.buf = bytearray()
         self.out = bytearray()
         self.senders = {}
         self.receivers = {}
+        self.owner = owner
+
+    # ---- asyncio protocol: the transport's calls, the rare ones passed on to the owner
+    def connection_made(self, transport):
+        self.transport = transport
+        if self.owner is not None:
+            self.owner.connection_made(transport)
+
+    def data_received(self, data):
+        cdef list rest
+        self.reads += 1
+        try:
+            rest = self._feed(data)
+        except CodecError as exc:
+            self.owner.protocol_error(exc)
+            return
+        if rest:
+            self.owner.frames(rest)
+        if self.dirty:
+            self.dirty = False
+            self.flush()
+
+    def eof_received(self):
+        return self.owner.eof_received() if self.owner is not None else False
+
+    def connection_lost(self, exc):
+        if self.owner is not None:
+            self.owner.connection_lost(exc)
+
+    def pause_writing(self):
+        self.owner.pause_writing()
+
+    def resume_writing(self):
+        self.owner.resume_writing()
+
+    cpdef flush(self):
+        """Write everything buffered (one transport.write); the links append to a new buffer."""
+        cdef bytearray data = self.out
+        if PyByteArray_GET_SIZE(data) and self.transport is not None and not self.transport.is_closing():
+            self.out = bytearray()          # the transport may keep ``data`` until the socket takes it
+            self.transport.write(data)
+            self.wrote = True
 
     def add_sender(self, int channel, Sender s not None):
         """Route frames arriving on ``channel`` (the broker's number for the session) to ``s``."""
@@ -36,6 +88,9 @@ cdef class FrameReader:
 
     def feed(self, data):
         """Consume ``data``; the frames not handled in C, in order."""
+        return self._feed(data)
+
+    cdef list _feed(self, data):
         cdef Py_buffer view
         cdef list rest = []
         cdef const uint8_t* p
@@ -170,44 +225,76 @@ cdef class LatencyTap:
     cdef readonly Py_ssize_t count
     cdef Py_ssize_t cap
     cdef readonly Py_ssize_t short_bodies
+    cdef Py_buffer shared_view
+    cdef int64_t* shared                     # publish_count(): the count, stored here after each message
+    cdef int wake_fd                         # publish_count(): written once shared[1] (a count) is reached
 
     def __cinit__(self):
         self.cap = 0
         self.count = 0
+        self.shared = NULL
+        self.wake_fd = -1
         for k in range(4):
             self.cols[k] = NULL
 
     def __dealloc__(self):
         for k in range(4):
             free(self.cols[k])
+        if self.shared != NULL:
+            PyBuffer_Release(&self.shared_view)
+
+    def publish_count(self, target not None, int wake_fd=-1):
+        """Store the count into ``target`` (a writable 8-byte buffer, e.g. a shared-memory int64) after every
+        message: how another process (rbench amqp10's sender) sees how far the receiver is, with no call.
+
+        With ``wake_fd`` (a non-blocking pipe's write end) ``target`` holds two int64: the count, then a count
+        someone waits for (0: nobody); once the count reaches it, it is cleared and one byte is written to
+        ``wake_fd``, so a waiting sender is woken instead of polling."""
+        if self.shared != NULL:
+            raise ValueError("publish_count: already publishing")
+        PyObject_GetBuffer(target, &self.shared_view, PyBUF_WRITABLE)
+        if self.shared_view.len < <Py_ssize_t>sizeof(int64_t) * (2 if wake_fd >= 0 else 1):
+            PyBuffer_Release(&self.shared_view)
+            raise ValueError("publish_count: expected a writable buffer of 8 bytes (16 with wake_fd)")
+        self.shared = <int64_t*>self.shared_view.buf
+        self.wake_fd = wake_fd
+        self.shared[0] = self.count
 
     def __call__(self, body, redelivered, int64_t t_ns):
         cdef Py_buffer view
-        cdef const uint8_t* p
+        PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
+        try:
+            self.take(<const uint8_t*>view.buf, view.len, t_ns)
+        finally:
+            PyBuffer_Release(&view)
+
+    cdef int take(self, const uint8_t* p, Py_ssize_t n, int64_t t_ns) except -1:
+        """One body p[0:n] received at t_ns (the Receiver calls this directly)."""
         cdef Py_ssize_t newcap
         cdef int k
         cdef int64_t* grown
-        PyObject_GetBuffer(body, &view, PyBUF_SIMPLE)
-        try:
-            if view.len < STAMP:
-                self.short_bodies += 1
-                return
-            if self.count == self.cap:
-                newcap = self.cap * 2 if self.cap else 65536
-                for k in range(4):
-                    grown = <int64_t*>realloc(self.cols[k], newcap * sizeof(int64_t))
-                    if grown == NULL:
-                        raise MemoryError()
-                    self.cols[k] = grown
-                self.cap = newcap
-            p = <const uint8_t*>view.buf
-            self.cols[0][self.count] = <int64_t>stamp_seq(p)
-            self.cols[1][self.count] = stamp_t_intended(p)
-            self.cols[2][self.count] = stamp_t_sent(p)
-            self.cols[3][self.count] = t_ns
-            self.count += 1
-        finally:
-            PyBuffer_Release(&view)
+        if n < STAMP:
+            self.short_bodies += 1
+            return 0
+        if self.count == self.cap:
+            newcap = self.cap * 2 if self.cap else 65536
+            for k in range(4):
+                grown = <int64_t*>realloc(self.cols[k], newcap * sizeof(int64_t))
+                if grown == NULL:
+                    raise MemoryError()
+                self.cols[k] = grown
+            self.cap = newcap
+        self.cols[0][self.count] = <int64_t>stamp_seq(p)
+        self.cols[1][self.count] = stamp_t_intended(p)
+        self.cols[2][self.count] = stamp_t_sent(p)
+        self.cols[3][self.count] = t_ns
+        self.count += 1
+        if self.shared != NULL:
+            self.shared[0] = self.count
+            if self.wake_fd >= 0 and self.shared[1] > 0 and self.count >= self.shared[1]:
+                self.shared[1] = 0
+                write(self.wake_fd, b"w", 1)         # a full pipe already holds a wake-up: nothing lost
+        return 0
 
     def columns(self, Py_ssize_t start=0):
         """(seq, t_intended, t_sent, t_received) from ``start`` on, each as bytes of native int64."""

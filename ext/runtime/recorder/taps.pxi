@@ -103,3 +103,13 @@ cdef class ConsumerTap:
         self.count += 1
         if self._limited and self.count >= self._limit:
             self.done.set()
+
+    def record_in(self, int16_t queue_idx, body, bint redelivered, int64_t t_received) -> None:
+        """``__call__`` for a delivery from another queue than the consumer's own (a super stream's partition):
+        recorded under ``queue_idx``, counted against the same limit."""
+        if self._limited and self.count >= self._limit:
+            return
+        self._core._consume_obj(self.consumer_id, queue_idx, body, redelivered, t_received)
+        self.count += 1
+        if self._limited and self.count >= self._limit:
+            self.done.set()

@@ -15,13 +15,18 @@ tells the attempts apart: the gate opens for one attempt's tasks only, and only 
 attempt before it has left; the progress of the superseded attempt stops counting, and the
 driver keeps, per task attempt, what it reported and how it ended (for run.json).
 
-Modules: wire (the lines as typed records), board (what the driver knows), gate (the start gate),
-server (the driver's end), client (the task's end). The names below are the package's interface.
+Only the run's own tasks may speak: every connection answers an HMAC challenge with the run's secret
+(carried in the TaskPlan) and every line carries a MAC; strangers are hung up on and noted for run.json
+(docs/cluster.md, "Security").
+
+Modules: wire (the lines as typed records), auth (the handshake and the line MACs), tls (optional TLS,
+the certificate pinned), refusals (who was turned away), board (what the driver knows), gate (the start
+gate), server (the driver's end), client (the task's end). The names below are the package's interface.
 """
 from rbench.live.control.board import COUNTED, ProgressBoard, StartRound, StepProgress, TaskAttempt
 from rbench.live.control.client import ControlClient
-from rbench.live.control.gate import GATE_MARGIN_NS
+from rbench.live.control.gate import GATE_MARGIN_NS, gate_margin_ns
 from rbench.live.control.server import ControlServer
 
-__all__ = ["COUNTED", "GATE_MARGIN_NS", "ControlClient", "ControlServer", "ProgressBoard", "StartRound", "StepProgress",
+__all__ = ["COUNTED", "GATE_MARGIN_NS", "gate_margin_ns", "ControlClient", "ControlServer", "ProgressBoard", "StartRound", "StepProgress",
            "TaskAttempt"]

@@ -12,7 +12,17 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rbench.live import histogram
-from rbench.live.control.wire import Failed, Hello, MetricsEndpoint, Progress, Ready, Reconnecting, Started, TaskLine
+from rbench.live.control.wire import (
+    Failed,
+    Hello,
+    MetricsEndpoint,
+    Notice,
+    Progress,
+    Ready,
+    Reconnecting,
+    Started,
+    TaskLine,
+)
 from rbench.samples.generator import live_flag
 
 
@@ -74,6 +84,7 @@ class ProgressBoard:
         self._lock = threading.Lock()
         self.steps: dict[tuple[str, int], StepProgress] = defaultdict(StepProgress)
         self.seconds: dict[tuple[str, int], StepProgress] = defaultdict(StepProgress)  # per wall-clock second
+        self._taken: dict[str, int] = {}          # cluster → the last second take_second took
         self.current_step: dict[str, int] = {}
         self.t0_ns: dict[str, int] = {}
         self.tasks_seen: dict[str, set[int]] = defaultdict(set)
@@ -84,8 +95,10 @@ class ProgressBoard:
         self.attempts: dict[tuple[str, int], TaskAttempt] = {}         # (cluster, task attempt id) → what it did
         self.starts: dict[str, list[StartRound]] = defaultdict(list)
         self.on_restart: list[Restart] = []          # called when the gate opens for a stage Spark restarted
+        self.on_started: list[Callable[[str], None]] = []   # (cluster) called whenever its start gate opens
         self.on_error: list[Callable[[str, str], None]] = []    # (cluster, "Kind: message") a current task failed with
         self.errors: dict[str, str] = {}             # cluster → the first error a current task reported
+        self.notices: dict[str, list[str]] = defaultdict(list)   # cluster → the tasks' warnings, each once, in order
         self._counting: dict[str, frozenset[int]] = {}  # cluster → the task attempt ids of its latest start
 
     def add(self, line: TaskLine) -> None:
@@ -106,9 +119,15 @@ class ProgressBoard:
                     rec.host, rec.pid = line.host, line.pid
                 return
             if isinstance(line, MetricsEndpoint):
-                self.metrics_endpoints[(cluster, line.task)] = f"http://{line.host}:{line.metrics_port}/metrics"
+                scheme = "https" if line.scheme == "https" else "http"
+                self.metrics_endpoints[(cluster, line.task)] = f"{scheme}://{line.host}:{line.metrics_port}/metrics"
                 return
             if isinstance(line, Ready):
+                return
+            if isinstance(line, Notice):
+                text = line.notice[:Notice.MAX_CHARS]
+                if text not in self.notices[cluster]:
+                    self.notices[cluster].append(text)
                 return
             if rec is not None and isinstance(line, Progress):
                 for key in COUNTED:
@@ -131,6 +150,11 @@ class ProgressBoard:
             else:
                 return
             step, second = progress.step, progress.second
+            taken = self._taken.get(cluster)
+            if taken is not None and second <= taken:
+                # a line late for its second (a busy machine: the task's tick or this thread ran late) counts
+                # in the first second not taken yet: a CSV row or status line gets it a second late, none loses it
+                second = taken + 1
             self.current_step[cluster] = max(step, self.current_step.get(cluster, 0))
             for target in (self.steps[(cluster, step)], self.seconds[(cluster, second)]):
                 for key in COUNTED:
@@ -196,6 +220,8 @@ class ProgressBoard:
         if superseded:
             for hook in self.on_restart:
                 hook(cluster, start, superseded)
+        for started in self.on_started:
+            started(cluster)
         return start
 
     def cluster_attempts(self, cluster: str) -> tuple[list[TaskAttempt], list[StartRound]]:
@@ -205,8 +231,10 @@ class ProgressBoard:
                     list(self.starts.get(cluster, [])))
 
     def take_second(self, cluster: str, second: int) -> StepProgress:
-        """What the tasks did during wall-clock second `second` (and forget older ones)."""
+        """What the tasks did during wall-clock second `second` (and forget older ones); lines that arrive later
+        for it or an older second count in the next second taken."""
         with self._lock:
+            self._taken[cluster] = max(second, self._taken.get(cluster, second))
             for key in [k for k in self.seconds if k[0] == cluster and k[1] < second]:
                 del self.seconds[key]
             return self.seconds.pop((cluster, second), StepProgress())

@@ -12,18 +12,36 @@ import time
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
-from io import BufferedIOBase
+from typing import Protocol
 
 from rbench.live.control.board import ProgressBoard
 from rbench.live.control.wire import Ready, StartAt
 
-GATE_MARGIN_NS = 20_000_000     # t0 this far after the last proposal: the answer reaches every executor first
+GATE_MARGIN_NS = 20_000_000     # t0 this far after the last proposal: the answer reaches every executor first,
+GATE_MARGIN_PER_TASK_NS = 3_000_000     # plus this per task answered: the answers are written one after the other
+GATE_MARGIN_MAX_NS = 5_000_000_000      # and each executor's loop must wake (bench-scale, docs/scale.md)
+wall_clock_ns = time.time_ns            # the coordinator's clock (tests set their own)
+
+
+def gate_margin_ns(tasks: int) -> int:
+    """How far after the last proposal t0 is for a round of ``tasks``: with a flat 20 ms, 64 tasks on 2 busy
+    cores got the answer 43-121 ms after t0 (bench-scale), so their first sends were late by as much; the
+    answers to 32 tasks went out about 2.4 ms apart there."""
+    return min(GATE_MARGIN_NS + GATE_MARGIN_PER_TASK_NS * max(tasks, 1), GATE_MARGIN_MAX_NS)
 EARLIER_ATTEMPT_WAIT_S = 30.0   # the longest the gate waits for a restarted stage's earlier attempt to leave
+
+
+class LineSink(Protocol):
+    """Where the gate's answer to one task goes (the server's sealed writer of that connection)."""
+
+    def write(self, line: bytes, /) -> object: ...
+
+    def flush(self) -> None: ...
 
 
 @dataclass
 class _Waiting:
-    wfile: BufferedIOBase
+    wfile: LineSink
     proposal_ns: int
     attempt: int | None           # Spark's task attempt id (None: a client that does not say)
     conn: int                     # the connection it came on
@@ -72,7 +90,7 @@ class StartGate:
         if ident is not None:
             self._try_open(ident[0])
 
-    def ready(self, line: Ready, wfile: BufferedIOBase, conn: int) -> None:
+    def ready(self, line: Ready, wfile: LineSink, conn: int) -> None:
         cluster, task, attempt = line.cluster, line.task, line.attempt
         resolve = self.stage_of.get(cluster)
         stage = None if resolve is None or attempt is None else resolve(attempt)     # may take a few ms (Spark)
@@ -111,7 +129,9 @@ class StartGate:
             answer = dict(waiting)
             waiting.clear()
             del self._blocked_since[cluster]
-        t0 = max(r.proposal_ns for r in answer.values()) + GATE_MARGIN_NS
+        # the margin counts from now when the last proposal is already old (the line waited for the GIL, the
+        # stage attempt's lookup in Spark took a while): a later t0 on a coordinator whose clock is ahead is harmless
+        t0 = max(max(r.proposal_ns for r in answer.values()), wall_clock_ns()) + gate_margin_ns(len(answer))
         if all(r.attempt is not None for r in answer.values()):
             self.board.started(cluster, {t: int(r.attempt) for t, r in answer.items() if r.attempt is not None}, t0,
                                now - since, others)

@@ -96,6 +96,19 @@ _CHECKS: dict[Any, Callable[[str, Any], Any]] = {
 Line = TypeVar("Line", bound="TaskLine")
 
 
+_FIELD_CHECKS: dict[str, tuple[tuple[str, Callable[[str, Any], Any]], ...]] = {}
+
+
+def _field_checks(cls: type) -> tuple[tuple[str, Callable[[str, Any], Any]], ...]:
+    """Each field of a line record with the check of its type, worked out once per record type: resolving the
+    type hints took ~140 µs a line, most of the coordinator's CPU per task-second (bench-scale, docs/scale.md)."""
+    checks = _FIELD_CHECKS.get(cls.__qualname__)
+    if checks is None:
+        hints = get_type_hints(cls)
+        checks = _FIELD_CHECKS[cls.__qualname__] = tuple((f.name, _CHECKS[hints[f.name]]) for f in fields(cls))
+    return checks
+
+
 @dataclass(frozen=True)
 class TaskLine:
     """What every line from a task carries: who sent it. ``MARK`` is the key that says which record a line is
@@ -123,14 +136,13 @@ class TaskLine:
 
     @classmethod
     def from_dict(cls: type[Line], d: dict[str, Any]) -> Line:
-        hints = get_type_hints(cls)
         values: dict[str, Any] = {}
-        for f in fields(cls):
-            if f.name not in d:
-                if f.name == "attempt":
+        for name, check in _field_checks(cls):
+            if name not in d:
+                if name == "attempt":
                     continue
-                raise CodecError(f"control line ({cls.__name__}): no {f.name!r}")
-            values[f.name] = _CHECKS[hints[f.name]](f.name, d[f.name])
+                raise CodecError(f"control line ({cls.__name__}): no {name!r}")
+            values[name] = check(name, d[name])
         if cls.MARK is not None and cls.MARK not in values and d.get(cls.MARK) is not True:
             raise CodecError(f"control line ({cls.__name__}): {cls.MARK!r} expected true, got {d.get(cls.MARK)!r}"[:200])
         return cls(**values)
@@ -170,11 +182,12 @@ class Failed(TaskLine):
 
 @dataclass(frozen=True)
 class MetricsEndpoint(TaskLine):
-    """The task serves its Prometheus metrics at http://host:metrics_port/metrics."""
+    """The task serves its Prometheus metrics at scheme://host:metrics_port/metrics."""
 
     MARK: ClassVar[str | None] = "metrics_port"
     metrics_port: int
     host: str
+    scheme: str = "http"
 
 
 @dataclass(frozen=True)
@@ -193,6 +206,17 @@ class Started(TaskLine):
     MARK: ClassVar[str | None] = "t0_ns"
     t0_ns: int
     step: int = 0
+
+
+@dataclass(frozen=True)
+class Notice(TaskLine):
+    """A warning the task's own code logged (rbench.runtime.notices): the coordinator prints each once, so a user
+    reads it in the terminal rather than in an executor's log."""
+
+    MARK: ClassVar[str | None] = "notice"
+    notice: str
+
+    MAX_CHARS: ClassVar[int] = 1000
 
 
 @dataclass(frozen=True)
@@ -216,7 +240,7 @@ class Progress(TaskLine):
 
 
 # a line's record is the first of these whose MARK it has; none of them: Progress
-_BY_MARK: tuple[type[TaskLine], ...] = (Failed, Ready, Hello, MetricsEndpoint, Reconnecting, Started)
+_BY_MARK: tuple[type[TaskLine], ...] = (Failed, Ready, Hello, MetricsEndpoint, Reconnecting, Started, Notice)
 
 
 def parse_line(line: bytes) -> TaskLine:

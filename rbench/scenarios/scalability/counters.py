@@ -20,10 +20,15 @@ _LABEL = re.compile(r'(\w+)="((?:[^"\\]|\\.)*)"')
 Snapshot = dict[tuple[str, str], int]     # (channel, queue) -> messages published to that queue via our exchange
 
 
+DEFAULT_PORT = 15692
+
+
 def default_prometheus(uri: str) -> str:
-    """http://<the AMQP URI's host>:15692, the plugin's default listener."""
+    """http://<the AMQP URI's host>:15692, the plugin's default listener (an IPv6 host in brackets). A guess:
+    a second broker on the same host has its own port (4.0 on 15780 here), so the command checks it first
+    (rbench.scenarios.scalability.broker_check)."""
     host = urlsplit(uri).hostname or "127.0.0.1"
-    return f"http://{host}:15692"
+    return f"http://[{host}]:{DEFAULT_PORT}" if ":" in host else f"http://{host}:{DEFAULT_PORT}"
 
 
 def _get(url: str, timeout: float = 10.0) -> str:

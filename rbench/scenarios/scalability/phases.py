@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,6 +19,7 @@ from rbench.config.types import ClusterTarget
 from rbench.drivers.amqp091 import Amqp091Driver
 from rbench.drivers.amqp091_protocol import Channel, Connection
 from rbench.errors import BrokerError
+from rbench.samples.broker_facts import BrokerFacts
 from rbench.scenarios.scalability import counters
 
 CONFIRM_WINDOW = 2000
@@ -83,7 +84,7 @@ async def _run(work: PhaseWork, barrier: Barrier | None) -> list[dict[str, Any]]
         if barrier is not None:
             barrier()
         if work.phase == "create":
-            part = await _create(ch, work)
+            part = await _create(ch, work, _transient_removed(driver.server_properties))
         elif work.phase == "delete":
             part = await _delete(ch, work)
         else:
@@ -106,16 +107,24 @@ async def _routed(work: PhaseWork, before: counters.Snapshot | None) -> int | No
         await asyncio.sleep(0.2)
 
 
-async def _create(ch: Channel, work: PhaseWork) -> dict[str, Any]:
+def _transient_removed(server: Mapping[str, Any]) -> bool:
+    version = server.get("version", "")
+    text = version.decode(errors="replace") if isinstance(version, bytes) else str(version)
+    return BrokerFacts(version=text).transient_queues_removed()
+
+
+async def _create(ch: Channel, work: PhaseWork, durable: bool) -> dict[str, Any]:
+    """Declare this task's queues: transient, or durable where the broker refuses transient non-exclusive queues
+    (RabbitMQ 4.3+); the result says which, so the sweep can say it once."""
     arguments = dict(work.queue_arguments)
     t0 = time.time_ns()
     for name in work.queues:
-        await ch.rpc(K.QUEUE_DECLARE, (0, name, False, False, False, False, False, arguments),
+        await ch.rpc(K.QUEUE_DECLARE, (0, name, False, durable, False, False, False, arguments),
                      (K.QUEUE_DECLARE_OK,), f"declare queue {name!r}")
         for key in work.binding_keys:
             await ch.rpc(K.QUEUE_BIND, (0, name, work.exchange, key, False, {}), (K.QUEUE_BIND_OK,),
                          f"bind queue {name!r} to {work.exchange!r}")
-    return {"ops": len(work.queues), "t_start_ns": t0, "t_end_ns": time.time_ns()}
+    return {"ops": len(work.queues), "t_start_ns": t0, "t_end_ns": time.time_ns(), "durable": durable}
 
 
 async def _delete(ch: Channel, work: PhaseWork) -> dict[str, Any]:

@@ -84,6 +84,7 @@ class Sweep:
         self.live: dict[int, int] = {}            # bindings series -> queue indices [0, n) that may exist
         self.result = SweepResult(self.run_id, self.run_dir, self.prefix, "running")
         self._counter_warned = False
+        self._durable_warned = False
 
     # ---- the loop -----------------------------------------------------------------------------
     def run(self) -> SweepResult:
@@ -156,6 +157,12 @@ class Sweep:
     def _create(self, level: Level, repeat: int) -> None:
         self.live[level.bindings] = level.queues       # from now on these names may exist
         results = self.submit(self._works("create", level, range(level.previous_queues, level.queues)))
+        if any(r.get("durable") for r in results) and not self._durable_warned:
+            self._durable_warned = True
+            note = ("queues declared durable: the broker refuses transient non-exclusive queues (RabbitMQ 4.3+), "
+                    "so this sweep's create times are durable queues'")
+            self.result.notes.append(note)
+            self.echo(f"rbench: warning: {note}")
         rows = self._record(level, repeat, "create", results, ops_per=level.added)
         us = rows[0]["us_per_op"]
         self.echo(f"  k={level.bindings:<6} q={level.queues:<7} create {us:10.1f} µs/queue "
