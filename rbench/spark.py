@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rbench.errors import ConfigError, RbenchError
-from rbench.spark_errors import failure_line, jvm_log_path, unwrap_spark_error, wrap_task_error
+from rbench.spark_errors import failure_line, jvm_log_path, raise_if_interrupted, unwrap_spark_error, wrap_task_error
 
 # Defaults suited to one small machine; spark-submit --conf or conf/spark-defaults.conf override.
 LOCAL_DEFAULTS: dict[str, str] = {
@@ -367,6 +367,7 @@ def submit_barrier_stage(session: Any, plans: list[Any], group: str | None = Non
     except RbenchError:
         raise
     except Exception as exc:  # Py4J / Spark errors carry Java tracebacks: keep one line
+        raise_if_interrupted(exc)
         raise unwrap_spark_error(exc) from None
     finally:
         if group is not None:

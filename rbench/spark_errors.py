@@ -28,6 +28,23 @@ def wrap_task_error(exc: RbenchError) -> RuntimeError:
     return RuntimeError(f"{ERROR_MARK}{type(exc).__name__}: {exc}")
 
 
+def raise_if_interrupted(exc: BaseException) -> None:
+    """Raise KeyboardInterrupt when ``exc`` replaced one: the user pressed Ctrl-C, not a Spark failure.
+
+    Py4J, interrupted mid-command, shuts its sockets down inside its ``except KeyboardInterrupt``
+    block; when that clean-up fails in turn (the JVM closed the socket first: "Answer from Java
+    side is empty"), its network error replaces the KeyboardInterrupt, which survives only as the
+    error's ``__context__``. Seen in CI on a Ctrl-C during a sweep's stage: the run reported "Spark
+    job failed" instead of stopping as interrupted."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        if isinstance(link, KeyboardInterrupt):
+            raise KeyboardInterrupt from exc
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+
+
 def unwrap_spark_error(exc: BaseException) -> RbenchError:
     """Coordinator side: our one-line message (as its own type), or Spark's first line, out of a Py4J error."""
     from rbench import errors

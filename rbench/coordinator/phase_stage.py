@@ -28,7 +28,7 @@ def _partition(works: Iterable[PhaseWork]) -> Iterator[dict[str, Any]]:
 
 def submit_phase(session: Any, works: list[PhaseWork]) -> list[dict[str, Any]]:
     """Run each task's share at once (a barrier stage); every result dict of every task."""
-    from rbench.spark_errors import unwrap_spark_error
+    from rbench.spark_errors import raise_if_interrupted, unwrap_spark_error
 
     rdd = session.sparkContext.parallelize(works, len(works))
     try:
@@ -36,5 +36,6 @@ def submit_phase(session: Any, works: list[PhaseWork]) -> list[dict[str, Any]]:
     except RbenchError:
         raise
     except Exception as exc:   # Py4J / Spark errors carry Java tracebacks: keep one line
+        raise_if_interrupted(exc)
         raise unwrap_spark_error(exc) from None
     return results

@@ -24,6 +24,7 @@ from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from prometheus_client import CollectorRegistry, make_wsgi_app
 
 from rbench.config.types import MetricsAccess
+from rbench.live import SHUTDOWN_POLL_S
 
 Wsgi = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
@@ -85,7 +86,6 @@ def serve_registry(registry: CollectorRegistry, port: int, access: MetricsAccess
     server = make_server(access.bind, port, app, _Server, handler_class=_Quiet)
     if context is not None:
         server.socket = context.wrap_socket(server.socket, server_side=True)
-    # shutdown() waits for the loop's next poll (0.5 s by default): on a task's or the run's way out
-    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02}, name="rbench-metrics",
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": SHUTDOWN_POLL_S}, name="rbench-metrics",
                      daemon=True).start()
     return server, int(server.server_port)

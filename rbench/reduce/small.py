@@ -124,10 +124,11 @@ _CODED = ("queue", "outcome")          # read as dictionaries: a few names, neve
 _CODED_TYPE = pa.dictionary(pa.int32(), pa.string())
 
 
-def _read_side(files: list[str], cols: list[str], arrow_schema: pa.Schema) -> _Side:
-    """A side, read, the published side's outcome codes computed (once, before two threads read them)."""
+def _read_side(files: list[str], cols: list[str], arrow_schema: pa.Schema, with_outcomes: bool = False) -> _Side:
+    """A side, read; ``with_outcomes`` (the published side) computes its outcome codes once, here, before two
+    threads read them."""
     side = _Side(files, cols, arrow_schema)
-    if cols is _PUB_COLS:
+    if with_outcomes:
         side.outcome_codes()
     return side
 
@@ -277,7 +278,8 @@ class DriverPasses:
         with ThreadPoolExecutor(max_workers=1, thread_name_prefix="rbench-reduce") as pool:
             for rc in sorted(self.files):
                 run_id, cluster = self.names[rc]
-                reading = pool.submit(_read_side, self.files[rc].get("published", []), _PUB_COLS, schema.PUBLISHED_SCHEMA)
+                reading = pool.submit(_read_side, self.files[rc].get("published", []), _PUB_COLS,
+                                      schema.PUBLISHED_SCHEMA, with_outcomes=True)
                 con = _Side(self.files[rc].get("consumed", []), _CON_COLS, schema.CONSUMED_SCHEMA)
                 pub = reading.result()
                 checked = pool.submit(self._messages, rc, run_id, pub, con)

@@ -1,8 +1,10 @@
 """What a user reads when something fails inside Spark: one line with the task's own cause."""
 from __future__ import annotations
 
+import pytest
+
 from rbench.errors import BrokerError, ConfigError, ConnectError
-from rbench.spark_errors import task_exception, unwrap_spark_error, wrap_task_error
+from rbench.spark_errors import raise_if_interrupted, task_exception, unwrap_spark_error, wrap_task_error
 
 # the shape of a Py4JJavaError's text when a barrier task's Python worker raised
 JAVA_TEXT = """An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.
@@ -47,3 +49,32 @@ def test_our_errors_cross_spark_with_their_type_and_line() -> None:
 def test_an_unknown_spark_failure_is_one_line_pointing_at_the_jvm_log() -> None:
     err = unwrap_spark_error(Exception("An error occurred while calling o1.start.\n: java.lang.OutOfMemoryError\n\tat x"))
     assert "\n" not in str(err) and "rbench-spark-" in str(err)
+
+
+def _py4j_cleanup_failure() -> Exception:
+    """The error Py4J leaves when its clean-up after a Ctrl-C fails: a network error whose context is the Ctrl-C."""
+    try:
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            raise ConnectionError("Answer from Java side is empty")  # noqa: B904 (the chain is Py4J's, as it is)
+    except ConnectionError as exc:
+        return exc
+
+
+def test_a_ctrl_c_that_py4j_turned_into_a_network_error_stays_a_ctrl_c() -> None:
+    with pytest.raises(KeyboardInterrupt):
+        raise_if_interrupted(_py4j_cleanup_failure())
+    wrapped = RuntimeError("An error occurred while calling o42.collect")
+    wrapped.__cause__ = _py4j_cleanup_failure()
+    with pytest.raises(KeyboardInterrupt):
+        raise_if_interrupted(wrapped)
+
+
+def test_a_spark_failure_without_a_ctrl_c_is_left_to_unwrap() -> None:
+    plain = RuntimeError(JAVA_TEXT)
+    raise_if_interrupted(plain)          # returns: not an interrupt
+    looped = RuntimeError("loop")
+    looped.__context__ = ValueError("inner")
+    looped.__context__.__context__ = looped   # a cycle must not hang the walk
+    raise_if_interrupted(looped)

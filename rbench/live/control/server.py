@@ -21,6 +21,7 @@ from typing import BinaryIO
 
 from rbench.config.types import ControlEndpoint
 from rbench.errors import CodecError
+from rbench.live import SHUTDOWN_POLL_S
 from rbench.live.control import auth
 from rbench.live.control.board import ProgressBoard
 from rbench.live.control.gate import StartGate
@@ -187,9 +188,6 @@ class _Server(socketserver.ThreadingTCPServer):
 
     def handle_error(self, request: object, client_address: object) -> None:
         """The handler catches everything; nothing reaches socketserver's traceback printer."""
-
-
-SHUTDOWN_POLL_S = 0.02
 
 
 class ControlServer:
