@@ -59,6 +59,49 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """Tests marked ``cluster`` run last: the 3-node cluster they share starts once, and its three Erlang
     VMs (about 10 % of a core each, idle) do not run beside every other test of the session."""
     items.sort(key=lambda item: item.get_closest_marker("cluster") is not None)    # stable: order kept otherwise
+    _one_rerun_for_tests_on_shared_parts(config, items)
+
+
+# Tests that load a real broker, Spark or the 3-node cluster, on two cores the suite shares with them.
+SHARED_PARTS_TIERS = ("broker", "spark", "cluster")
+
+
+_RERUN_CAUSES: list[str] = []     # "node id: the first failure's line", for the summary
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if getattr(report, "outcome", None) == "rerun":     # pytest-rerunfailures sets an outcome pytest does not type
+        crash = getattr(report.longrepr, "reprcrash", None)
+        lines = (crash.message if crash is not None else report.longreprtext).strip().splitlines() or ["?"]
+        _RERUN_CAUSES.append(f"{report.nodeid} ({report.when}): {lines[0][:300]}")
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Each rerun, with what its first try failed on: a rerun is a lead to follow, not a pass to forget."""
+    if _RERUN_CAUSES:
+        terminalreporter.section("run again after failing once (RBENCH_TEST_RERUNS)")
+        for line in _RERUN_CAUSES:
+            terminalreporter.write_line(line)
+
+
+def _one_rerun_for_tests_on_shared_parts(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """A test of the broker, Spark and cluster tiers that fails is run once more (pytest-rerunfailures), and the
+    summary names it ("RERUN", "1 rerun"); a unit test never is.
+
+    Why: these tests drive a real RabbitMQ and a real Spark JVM on the 2 cores CI gives the whole suite, and the
+    last CI tries each failed on one or two of ~1,100 such tests that passed when run again: some on the load
+    alone (a 9 s AMQP 1.0 handshake, a rate search's last probe behind its schedule), some on a real fault the
+    load exposed (a rate cap paced on uvloop's millisecond clock, a Ctrl-C landing inside Py4J's clean-up), each
+    fixed. A rerun keeps one such test from discarding a whole session's work, and the summary line and the
+    "RERUN" lines keep it visible so that it is looked into; a test that fails twice still fails the suite, so a
+    wrong answer still does. RBENCH_TEST_RERUNS=0 turns reruns off (to hunt a flaky test)."""
+    reruns = int(os.environ.get("RBENCH_TEST_RERUNS", "1"))
+    if reruns <= 0 or not config.pluginmanager.hasplugin("rerunfailures"):
+        return
+    for item in items:
+        tier = item.path.relative_to(config.rootpath).parts[1:2]
+        if tier and tier[0] in SHARED_PARTS_TIERS and item.get_closest_marker("flaky") is None:
+            item.add_marker(pytest.mark.flaky(reruns=reruns, reruns_delay=2))
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
