@@ -78,12 +78,13 @@ from rbench.samples.schema import OUTCOMES
 
 # Where the passes run (docs/reduce.md "Where the passes run"). On the driver (rbench.reduce.small) they
 # read one (run, cluster) at a time, so what must fit is the largest cluster's rows (published + consumed)
-# × DRIVER_BYTES_PER_ROW, the driver's peak memory a row (measured, peak RSS: 1.39 GB for a 3.1M-row cluster and
-# 1.71 GB for a 3.7M-row one, 370–400 bytes a row above the process's ~250 MB; 6.0 GB for bench/bench_reduce.py's
-# 16.6M-row clusters before the message check ran on its own thread). The budget is explicit: RBENCH_REDUCE_DRIVER_MEMORY
-# (bytes, or with k/m/g; 0 = always Spark), else half of the memory available when the reduce starts
-# (/proc/meminfo MemAvailable). On a cluster whose driver is small, set it to what the driver may use.
-DRIVER_BYTES_PER_ROW = 450
+# × DRIVER_BYTES_PER_ROW, the driver's peak memory a row: the slope of `rbench reduce`'s peak RSS (/usr/bin/time -v)
+# between two runs of `rbench perftest -x 1 -y 1 -a` reduced on the driver, 2.14M rows (0.79 GiB peak, twice) and 6.52M
+# rows (2.02 GiB, three times): 300 bytes a row above a ~200 MiB process; 330 keeps a tenth in hand. (It was 450, measured
+# before the driver passes were rewritten: reduce/message_rows.py, reduce/row_keys.py.) The budget is explicit:
+# RBENCH_REDUCE_DRIVER_MEMORY (bytes, or with k/m/g; 0 = always Spark), else half of the memory available when the
+# reduce starts (/proc/meminfo MemAvailable). On a cluster whose driver is small, set it to what the driver may use.
+DRIVER_BYTES_PER_ROW = 330
 DRIVER_MEMORY_ENV = "RBENCH_REDUCE_DRIVER_MEMORY"
 
 
