@@ -338,6 +338,8 @@ def run_workload(workload: Workload, out_root: str | Path, session: Any, tasks: 
                   f"{plan.consumers} consumer(s), driver {plan.driver}", file=out, flush=True)
             if progress or printer.csv is not None:
                 printer.start(cluster.name)
+            else:                          # nothing takes the board's per-second entries: keep none
+                control.board.keep_seconds = False
             control.expect_tasks(cluster.name, len(cluster.tasks))
             watchers = _Watchers(workload, run_dir, run_id, cluster, control, routes, len(plan.steps), out)
             group = groups[cluster.name] = f"rbench-{run_id}-{cluster.name}"
