@@ -327,13 +327,8 @@ def test_as_the_protocol_a_read_of_transfers_is_settled_and_written_without_the_
     assert len(owner.errors) == 1
 
 
-def test_a_latency_tap_publishes_its_count_into_a_shared_buffer() -> None:
-    import ctypes
-
-    shared = ctypes.c_longlong(-1)
-    tap = LatencyTap()
-    tap.publish_count(shared)
-    assert shared.value == 0
+def _deliver_five(tap: LatencyTap) -> None:
+    """Five messages sent by a Sender and received through a FrameReader into ``tap``."""
     s = Sender(0, 0, True, False, 4096, 1, Sink())
     s.flow(0, 5)
     wire = bytearray()
@@ -341,6 +336,16 @@ def test_a_latency_tap_publishes_its_count_into_a_shared_buffer() -> None:
     rx = FrameReader()
     rx.add_receiver(0, Receiver(0, 0, tap, 0, 0, False, 0))
     rx.feed(bytes(wire))
+
+
+def test_a_latency_tap_publishes_its_count_into_a_shared_buffer() -> None:
+    import ctypes
+
+    shared = ctypes.c_longlong(-1)
+    tap = LatencyTap()
+    tap.publish_count(shared)
+    assert shared.value == 0
+    _deliver_five(tap)
     assert shared.value == tap.count == 5
     with pytest.raises(ValueError):
         LatencyTap().publish_count(ctypes.c_int(0))          # 4 bytes: too small for the count
@@ -357,13 +362,7 @@ def test_a_latency_tap_wakes_a_waiter_through_a_pipe_once_the_count_it_asked_for
         tap = LatencyTap()
         tap.publish_count(shared, w)
         shared[1] = 3                                       # a sender waits for the third message
-        s = Sender(0, 0, True, False, 4096, 1, Sink())
-        s.flow(0, 5)
-        wire = bytearray()
-        s.send_batch(wire, bytearray(24), 0, 5, 0)
-        rx = FrameReader()
-        rx.add_receiver(0, Receiver(0, 0, tap, 0, 0, False, 0))
-        rx.feed(bytes(wire))
+        _deliver_five(tap)
         assert shared[0] == 5 and shared[1] == 0            # reached: the request cleared ...
         assert os.read(r, 16) == b"w"                       # ... and one byte written, not one per message
         with pytest.raises(ValueError):
