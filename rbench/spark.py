@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rbench.errors import ConfigError, RbenchError
-from rbench.spark_errors import failure_line, jvm_log_path, raise_if_interrupted, unwrap_spark_error, wrap_task_error
+from rbench.spark_errors import failure_line, jvm_log_path, one_line_errors, wrap_task_error
 
 # Defaults suited to one small machine; spark-submit --conf or conf/spark-defaults.conf override.
 LOCAL_DEFAULTS: dict[str, str] = {
@@ -362,13 +362,9 @@ def submit_barrier_stage(session: Any, plans: list[Any], group: str | None = Non
     if group is not None:
         sc.setJobGroup(group, f"rbench barrier stage {group}")
     try:
-        pairs = rdd.barrier().mapPartitions(run_partition).map(_one_key).partitionBy(1).collect()
+        with one_line_errors():
+            pairs = rdd.barrier().mapPartitions(run_partition).map(_one_key).partitionBy(1).collect()
         return sorted((r for _, r in pairs), key=lambda r: int(r.get("task", 0)))
-    except RbenchError:
-        raise
-    except Exception as exc:  # Py4J / Spark errors carry Java tracebacks: keep one line
-        raise_if_interrupted(exc)
-        raise unwrap_spark_error(exc) from None
     finally:
         if group is not None:
             with contextlib.suppress(Exception):

@@ -7,9 +7,11 @@ exception is named by its last exception line (``task_exception``); anything els
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 from rbench.errors import ConfigError, RbenchError
@@ -26,6 +28,20 @@ def jvm_log_path() -> Path:
 def wrap_task_error(exc: RbenchError) -> RuntimeError:
     """Executor side: an error whose one line (and type) survive Spark's Java traceback."""
     return RuntimeError(f"{ERROR_MARK}{type(exc).__name__}: {exc}")
+
+
+@contextlib.contextmanager
+def one_line_errors() -> Iterator[None]:
+    """Around a Spark action on the coordinator (a stage's collect): an RbenchError passes as it is, a Ctrl-C stays a
+    Ctrl-C (``raise_if_interrupted``), any other Py4J / Spark error, which carries Java tracebacks, becomes one
+    RbenchError line (``unwrap_spark_error``)."""
+    try:
+        yield
+    except RbenchError:
+        raise
+    except Exception as exc:
+        raise_if_interrupted(exc)
+        raise unwrap_spark_error(exc) from None
 
 
 def raise_if_interrupted(exc: BaseException) -> None:

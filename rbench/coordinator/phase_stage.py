@@ -28,14 +28,9 @@ def _partition(works: Iterable[PhaseWork]) -> Iterator[dict[str, Any]]:
 
 def submit_phase(session: Any, works: list[PhaseWork]) -> list[dict[str, Any]]:
     """Run each task's share at once (a barrier stage); every result dict of every task."""
-    from rbench.spark_errors import raise_if_interrupted, unwrap_spark_error
+    from rbench.spark_errors import one_line_errors
 
     rdd = session.sparkContext.parallelize(works, len(works))
-    try:
+    with one_line_errors():
         results: list[dict[str, Any]] = rdd.barrier().mapPartitions(_partition).collect()
-    except RbenchError:
-        raise
-    except Exception as exc:   # Py4J / Spark errors carry Java tracebacks: keep one line
-        raise_if_interrupted(exc)
-        raise unwrap_spark_error(exc) from None
     return results

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from rbench.errors import BrokerError, ConfigError, ConnectError
-from rbench.spark_errors import raise_if_interrupted, task_exception, unwrap_spark_error, wrap_task_error
+from rbench.errors import BrokerError, ConfigError, ConnectError, RbenchError
+from rbench.spark_errors import one_line_errors, raise_if_interrupted, task_exception, unwrap_spark_error, wrap_task_error
 
 # the shape of a Py4JJavaError's text when a barrier task's Python worker raised
 JAVA_TEXT = """An error occurred while calling z:org.apache.spark.api.python.PythonRDD.collectAndServe.
@@ -78,3 +78,16 @@ def test_a_spark_failure_without_a_ctrl_c_is_left_to_unwrap() -> None:
     looped.__context__ = ValueError("inner")
     looped.__context__.__context__ = looped   # a cycle must not hang the walk
     raise_if_interrupted(looped)
+
+
+def test_around_a_stage_a_spark_error_is_one_line_ours_passes_and_a_ctrl_c_stays_one() -> None:
+    with pytest.raises(RbenchError, match="ModuleNotFoundError") as caught:
+        with one_line_errors():
+            raise RuntimeError(JAVA_TEXT)
+    assert "\n" not in str(caught.value) and caught.value.__cause__ is None
+    with pytest.raises(BrokerError, match="^refused$"):
+        with one_line_errors():
+            raise BrokerError("refused")
+    with pytest.raises(KeyboardInterrupt):
+        with one_line_errors():
+            raise _py4j_cleanup_failure()
