@@ -231,11 +231,18 @@ class SparkStart:
         self._thread = threading.Thread(target=self._start, name="rbench-spark-start", daemon=True)
 
     def start(self) -> SparkStart:
-        """Launch the JVM (and the pre-started daemon) from here, at once; pyspark's import, the wait for the
-        JVM and the context are the thread's."""
+        """Launch the JVM (and the pre-started daemon) from here, at once, then import pyspark whole; the wait for
+        the JVM and the context are the thread's.
+
+        Why pyspark's import is not the thread's: pyspark imports itself in a cycle (pyspark/__init__ →
+        pyspark.sql → pyspark), and two threads importing it at once can each get the other's half-made module
+        ("cannot import name 'SQLContext' from partially initialized module 'pyspark.sql'"). Seen in `make run`:
+        the coordinator's thread imported the reduce (which imports pyspark.sql) while this thread imported
+        pyspark. Here it costs ~0.15 s while the JVM, launched first, boots."""
         try:
             with _START_LOCK:
                 self._jvm = _launch(self._options, self._daemons, self._mark)
+            import pyspark.sql  # noqa: F401
         except BaseException as exc:          # raised where the context is asked for, as any error of the start
             self._error = exc
         self._thread.start()
