@@ -31,10 +31,12 @@ LOCAL_DEFAULTS: dict[str, str] = {
 # executor is lost (docs/cluster.md, "When an executor dies"). `rbench run --stage-attempts N`, --conf or
 # spark-submit --conf set it instead; Spark's own default, 4, would run a doomed load four times.
 STAGE_ATTEMPTS_KEY = "spark.stage.maxConsecutiveAttempts"
-# The driver JVM rbench starts compiles with C1 only: its work is seconds of start-up, scheduling and, for large
-# samples, a reduce of tens of seconds, where C2's compilations cost more than they return. Measured on this
-# 2-core machine (docs/timing.md): command → first message 4.9 s against 6.0 s (medians of 3), and a 3M-row
-# reduce with every pass in Spark 25 s against 27-31 s. RBENCH_JVM_FULL_JIT=1 keeps the JVM's default tiers.
+# The driver JVM a run starts (SparkStart) compiles with C1 only: its work is seconds of start-up and scheduling,
+# where C2's compilations and the profiling that feeds them cost more than they return. Measured on this 2-core
+# machine (docs/timing.md): command -> first message 4.9 s against 6.0 s (medians of 3). A JVM started for a reduce
+# (local_session: `rbench reduce`, the sweeps' reduces) keeps the default tiers: passes in Spark run for minutes
+# there, 1.15x (20M rows, one reduce in a fresh JVM) to 1.5x (5M rows, a warm JVM) faster with C2. So does a run's
+# JVM under RBENCH_JVM_FULL_JIT=1, which a run whose samples exceed the driver's budget may want.
 QUICK_JIT = "-XX:TieredStopAtLevel=1"
 FULL_JIT_ENV = "RBENCH_JVM_FULL_JIT"
 DAEMON_KEY = "spark.python.daemon.module"
@@ -55,9 +57,11 @@ def _verbose() -> bool:
 
 
 def session_options(master: str | None, app_name: str, conf: dict[str, str] | None,
-                    write_archive: bool = False) -> dict[str, str]:
+                    for_run: bool = False) -> dict[str, str]:
     """Every Spark option rbench sets when it creates the session: its defaults, then ``conf`` over them.
-    ``write_archive``: a JVM without a class-data archive writes one as it exits (rbench.jvm_cds)."""
+    ``for_run``: the JVM of a load run, whose work is its start and scheduling: it compiles with C1 only
+    (QUICK_JIT), and writes the class-data archive as it exits when there is none (rbench.jvm_cds), since
+    it loads what a run needs."""
     from rbench import jvm_cds
     from rbench.jvm_launch import spark_home
 
@@ -66,8 +70,8 @@ def session_options(master: str | None, app_name: str, conf: dict[str, str] | No
     if not _verbose():
         java.append(f"-Dlog4j2.configurationFile=file:{Path(__file__).with_name('log4j2.properties')}")
     if not os.environ.get("PYSPARK_GATEWAY_PORT"):          # rbench starts the JVM (not spark-submit)
-        java.append(jvm_cds.java_options(spark_home(), write_archive))
-        if os.environ.get(FULL_JIT_ENV, "").lower() not in ("1", "true", "yes", "on"):
+        java.append(jvm_cds.java_options(spark_home(), for_run))
+        if for_run and os.environ.get(FULL_JIT_ENV, "").lower() not in ("1", "true", "yes", "on"):
             java.append(QUICK_JIT)
     if any(java):
         options["spark.driver.extraJavaOptions"] = " ".join(j for j in java if j)
@@ -216,7 +220,7 @@ class SparkStart:
 
     def __init__(self, master: str | None, app_name: str, conf: dict[str, str] | None = None,
                  explicit_master: bool = False) -> None:
-        self._options = session_options(master, app_name, conf, write_archive=True)
+        self._options = session_options(master, app_name, conf, for_run=True)
         # Spark keeps one context per process and getOrCreate hands back the running one whatever its
         # master: a master the user named (--master) and did not get is refused, not silently replaced
         self._explicit = master if explicit_master else None

@@ -114,14 +114,17 @@ def test_the_process_start_is_before_now_and_after_the_parent_launched_it() -> N
     assert mine is not None and mine <= launched
 
 
-def test_the_driver_jvm_rbench_starts_compiles_with_c1_unless_told(spark_home: str,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_runs_driver_jvm_compiles_with_c1_unless_told_and_a_reduces_keeps_every_tier(
+        spark_home: str, monkeypatch: pytest.MonkeyPatch) -> None:
     from rbench import spark
+
+    def java(for_run: bool) -> list[str]:
+        return spark.session_options("local[2]", "t", None, for_run=for_run)["spark.driver.extraJavaOptions"].split()
 
     monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
     monkeypatch.delenv(spark.FULL_JIT_ENV, raising=False)
     monkeypatch.setenv("SPARK_HOME", spark_home)
-    java = spark.session_options("local[2]", "t", None)["spark.driver.extraJavaOptions"].split()
-    assert spark.QUICK_JIT in java
+    assert spark.QUICK_JIT in java(for_run=True)
+    assert spark.QUICK_JIT not in java(for_run=False)        # a reduce's passes run for minutes: C2 pays there
     monkeypatch.setenv(spark.FULL_JIT_ENV, "1")
-    assert spark.QUICK_JIT not in spark.session_options("local[2]", "t", None)["spark.driver.extraJavaOptions"].split()
+    assert spark.QUICK_JIT not in java(for_run=True)
