@@ -7,6 +7,7 @@ are printed, with the command that gives the per-step figures.
 """
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -106,6 +107,15 @@ def print_reconnects(cluster: ClusterRecord, out: TextIO | None = None) -> None:
               f"(run.json steps[].skipped_disconnected)", file=out)
 
 
+def wrap_legend(text: str, width: int) -> str:
+    """``text`` in lines of at most ``width`` (the table's): one line of ~900 characters is a wall on a terminal
+    and in a CI log. A difference "a − b" stays on one line (no-break spaces while wrapping, since textwrap
+    breaks at ASCII whitespace only); words longer than the width are not cut."""
+    wrapped = textwrap.fill(text.replace(" − ", "\u00a0−\u00a0"), width=width, break_long_words=False,
+                            break_on_hyphens=False)
+    return wrapped.replace("\u00a0", " ")
+
+
 def print_summary(run_dir: Path, reduced: Any = None, out: TextIO | None = None) -> None:
     """Print the run's status, its per-step table (from ``reduced``, a ReduceResult) and per-cluster totals."""
     record = read_run_record(run_dir)
@@ -119,13 +129,15 @@ def print_summary(run_dir: Path, reduced: Any = None, out: TextIO | None = None)
     if steps:
         from rbench.reduce.job import RATE_METHOD
 
-        print(f"per step, over its {window_text(record.warmup_s)}; {RATE_METHOD}; latency in ms: "
-              f"end-to-end = received − intended (coordinated-omission corrected), e2e/sent = received − sent, "
-              f"confirm = confirmed − sent, late = sent − intended (the generator's own lateness: the part of "
-              f"e2e that is not the broker's); exact percentiles over every measured message", file=out)
-        print(f"{'cluster':<12}{'step':>5}{'target/s':>10}{'sent/s':>10}{'conf/s':>10}{'recv/s':>10}"
-              f"{'e2e p50':>9}{'e2e p99':>9}{'e2e max':>9}{'sent p50':>9}{'sent p99':>9}{'conf p99':>9}"
-              f"{'late p50':>9}{'late p99':>9}", file=out)
+        legend = (f"per step, over its {window_text(record.warmup_s)}; {RATE_METHOD}; latency in ms: "
+                  f"end-to-end = received − intended (coordinated-omission corrected), e2e/sent = received − sent, "
+                  f"confirm = confirmed − sent, late = sent − intended (the generator's own lateness: the part of "
+                  f"e2e that is not the broker's); exact percentiles over every measured message")
+        header = (f"{'cluster':<12}{'step':>5}{'target/s':>10}{'sent/s':>10}{'conf/s':>10}{'recv/s':>10}"
+                  f"{'e2e p50':>9}{'e2e p99':>9}{'e2e max':>9}{'sent p50':>9}{'sent p99':>9}{'conf p99':>9}"
+                  f"{'late p50':>9}{'late p99':>9}")
+        print(wrap_legend(legend, len(header)), file=out)
+        print(header, file=out)
         for r in steps:
             target = "max" if r["target_rate"] is None else f"{r['target_rate']:,.0f}"
             rates = [r.get(k) for k in ("publish_rate", "confirm_rate", "consume_rate")]
